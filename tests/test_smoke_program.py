@@ -1,0 +1,91 @@
+"""The Launchpad smoke program really runs, really moves data, and cleans up.
+
+The program is launched with `local_mp` (one process per node) in a child
+process of its own process group, so that whatever happens the test can find
+and kill every process it started; a hard timeout bounds the whole test.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from reproductions import run_records
+
+_HARD_TIMEOUT_S = 120
+
+
+def _group_alive(pgid: int) -> bool:
+  try:
+    os.killpg(pgid, 0)
+    return True
+  except ProcessLookupError:
+    return False
+
+
+@pytest.fixture
+def launched_smoke(tmp_path):
+  command = [sys.executable, '-m', 'launch_programs.smoke',
+             '--num_actors', '2', '--max_learner_steps', '150',
+             '--max_seconds', '40', '--launch_type', 'local_mp',
+             '--runs_root', str(tmp_path), '--run_id', 'smoke-test']
+  start = time.time()
+  process = subprocess.Popen(command, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, start_new_session=True,
+                             text=True)
+  pgid = process.pid
+  try:
+    output, _ = process.communicate(timeout=_HARD_TIMEOUT_S)
+  except subprocess.TimeoutExpired:
+    os.killpg(pgid, signal.SIGKILL)
+    output, _ = process.communicate()
+    pytest.fail(f'smoke program exceeded {_HARD_TIMEOUT_S} s:\n{output[-5000:]}')
+  elapsed = time.time() - start
+  # Give the kernel a moment to reap, then check nothing of ours survived.
+  deadline = time.time() + 5
+  while _group_alive(pgid) and time.time() < deadline:
+    time.sleep(0.1)
+  leftovers = _group_alive(pgid)
+  if leftovers:
+    os.killpg(pgid, signal.SIGKILL)
+  yield dict(returncode=process.returncode, output=output, elapsed=elapsed,
+             leftovers=leftovers,
+             record=run_records.RunRecord(tmp_path / 'smoke-test'))
+
+
+def test_smoke_program_moves_data_and_stops_cleanly(launched_smoke):
+  output = launched_smoke['output']
+  assert launched_smoke['returncode'] == 0, output[-5000:]
+  assert not launched_smoke['leftovers'], 'processes left behind'
+  assert launched_smoke['elapsed'] < 60, (
+      f'took {launched_smoke["elapsed"]:.1f} s\n{output[-3000:]}')
+
+  summary = launched_smoke['record'].read_summary()
+  assert summary is not None, output[-5000:]
+  learner = summary['nodes']['learner']
+  assert 'error' not in learner, learner
+  assert learner['items_inserted'] > 0
+  assert learner['items_sampled'] > 0
+  assert learner['learner_steps'] > 0
+  assert summary['counts']['learner_steps'] > 0
+  assert not summary['launcher']['stopped_by_watchdog'], json.dumps(summary)
+
+  actors = {k: v for k, v in summary['nodes'].items() if k.startswith('actor/')}
+  assert sorted(actors) == ['actor/0', 'actor/1']
+  for name, actor in actors.items():
+    assert 'error' not in actor, (name, actor)
+    assert actor['steps'] > 0, (name, actor)
+    # Parameters were pulled again after the learner moved on.
+    assert actor['parameter_version'] > 0, (name, actor)
+    assert actor['distinct_versions_seen'] >= 2, (name, actor)
+
+  # The run record is complete for the analysis tools.
+  record = launched_smoke['record']
+  assert record.read_config()['num_actors'] == 2
+  assert record.read_topology()['nodes']['actor'] == 2
+  assert record.read_metrics('supervisor'), 'no progress rows recorded'
+  assert '[progress' in output
