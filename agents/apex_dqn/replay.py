@@ -1,0 +1,277 @@
+"""Ape-X DQN's replay policy on Reverb: one prioritised table, FIFO capacity.
+
+What the paper specifies (Sec. 4.1, App. F; apex_facts.md rows 11-15, 24-25):
+  * proportional prioritisation: P(k) = p_k^alpha / sum_j p_j^alpha, with
+    p_k = |delta_k| and alpha = 0.6; initial priorities come from the actors,
+    the learner overwrites the priorities of the items it trains on;
+  * a capacity "soft-limited to 2 million transitions: adding new data is
+    always permitted, to not slow down the actors, but every 100 learning
+    steps any excess data above this capacity threshold is removed en masse,
+    in FIFO order. The median actual size of the memory is 2035050.";
+  * a unique key per transition "which records which actor and environment
+    step it came from";
+  * observations PNG-compressed in transit and in storage.
+
+What is built here, and why
+---------------------------
+One Reverb table, `Prioritized(alpha)` sampler, `Fifo` remover,
+`max_size = replay_soft_capacity`, `MinSize(min_replay_size)` rate limiter.
+
+The capacity is enforced by Reverb's FIFO remover on every insert, i.e. the
+paper's removal rule with its removal period shrunk from 100 learner steps to
+a single insert. How that matches the paper:
+  * inserts are never refused or delayed: `MinSize` never blocks writers, and
+    a full table makes room instead of refusing (tested above capacity);
+  * removal is oldest-first and removes exactly the excess over the cap;
+  * sampling, priorities and keys are otherwise untouched.
+How it differs:
+  * the table never holds more than the cap. The paper's table held between
+    2M and 2M + one removal period of inserts (~100 learner steps / 19 per s
+    * 12.5K transitions/s ~= 66K); its median 2,035,050 is 1.75% above the
+    cap. The items we lack are, at any moment, the oldest 0-3.3% of what the
+    paper's memory held;
+  * removal costs one O(log N) heap update per insert instead of one bulk
+    delete per period: in Reverb that is cheaper, not dearer, which is why
+    the paper's batching (a throughput device for its own key-value store,
+    App. F "Contention") has no counterpart here. `replay_removal_period`
+    stays in the config as the paper's value and is not read by this module.
+
+Why not a separate trimmer that deletes the excess every 100 learner steps:
+Reverb 0.7 lets a client delete items only by key (`mutate_priorities`), and
+reveals keys only to whoever samples the item. Keys are random uint64 drawn
+per item *and per table*: the same step written into two tables gets two
+unrelated keys (pinned by tests/test_apex_dqn_replay.py). A trimmer therefore
+cannot learn which keys of a prioritised table are the oldest: sampling a
+`Fifo`-selector "index" table yields the index table's own keys, and
+deleting those leaves the prioritised table's copies in place; sampling the
+prioritised table yields keys in priority order, not age order. Bulk FIFO
+deletion would need a server-side C++ TableExtension, which Reverb's Python
+API does not expose. The remover is the one FIFO mechanism Reverb offers on
+a prioritised table, so it is what we use.
+
+Provenance: Reverb assigns keys itself (random, see above), so the paper's
+"key records the actor and step" cannot live in the key. Each item carries
+it in its data instead: `extras['provenance']`, one int64 packing
+(actor_id << 40) | actor_step, where actor_step is the index t of S_t in
+that actor's lifetime step stream (`NStepAccumulator.step`). 40 bits hold
+1.1e12 steps (the paper's 22.8B frames over 360 actors are ~16M steps per
+actor); 23 bits hold 8M actors and keep the value positive. The learner
+gets it with every sample at a cost of 8 bytes per item.
+"""
+
+from typing import List, Optional, Sequence, Tuple
+
+from acme import types
+import numpy as np
+import reverb
+import tensorflow as tf
+import tree
+
+from agents.apex_dqn import config as config_lib
+from agents.apex_dqn import targets
+from agents.replay import png
+
+# --- Provenance (App. F: the key "records which actor and environment step
+# it came from"). ---------------------------------------------------------
+
+PROVENANCE_STEP_BITS = 40
+_MAX_ACTOR_ID = (1 << (63 - PROVENANCE_STEP_BITS)) - 1
+_MAX_ACTOR_STEP = (1 << PROVENANCE_STEP_BITS) - 1
+
+
+def make_provenance(actor_id: int, actor_step: int) -> np.int64:
+  """Packs (actor_id, actor_step) into one non-negative int64."""
+  if not 0 <= actor_id <= _MAX_ACTOR_ID:
+    raise ValueError(f'actor_id must be in [0, {_MAX_ACTOR_ID}], got '
+                     f'{actor_id}.')
+  if not 0 <= actor_step <= _MAX_ACTOR_STEP:
+    raise ValueError(f'actor_step must be in [0, {_MAX_ACTOR_STEP}], got '
+                     f'{actor_step}.')
+  return np.int64((int(actor_id) << PROVENANCE_STEP_BITS) | int(actor_step))
+
+
+def split_provenance(provenance) -> Tuple[np.ndarray, np.ndarray]:
+  """Inverse of `make_provenance`, elementwise: (actor_id, actor_step)."""
+  provenance = np.asarray(provenance, dtype=np.int64)
+  return (provenance >> PROVENANCE_STEP_BITS,
+          provenance & np.int64(_MAX_ACTOR_STEP))
+
+
+# --- Signature and tables. -------------------------------------------------
+
+
+def transition_signature(
+    observation_shape: Sequence[int] = png.ATARI_OBSERVATION_SHAPE,
+    compressed: bool = True) -> types.Transition:
+  """The stored item: (S_t, A_t, R_{t:t+n}, gamma_{t:t+n}, S_{t+n}) (App. F).
+
+  Both states are stored (the paper: "we are storing some data twice: this
+  costs more RAM, but simplifies the code"). With `compressed`, each state is
+  one PNG string (agents/replay/png.py); otherwise uint8 frames.
+
+  Returns:
+    acme.types.Transition of tf.TensorSpec, with extras {'provenance'}.
+  """
+  if compressed:
+    observation = tf.TensorSpec([], tf.string, name='observation')
+  else:
+    observation = tf.TensorSpec(list(observation_shape), tf.uint8,
+                                name='observation')
+  return types.Transition(
+      observation=observation,
+      action=tf.TensorSpec([], tf.int32, name='action'),
+      reward=tf.TensorSpec([], tf.float32, name='reward'),
+      discount=tf.TensorSpec([], tf.float32, name='discount'),
+      next_observation=observation,
+      extras={'provenance': tf.TensorSpec([], tf.int64, name='provenance')})
+
+
+def make_replay_tables(
+    config: config_lib.ApeXDQNConfig,
+    signature: Optional[types.Transition] = None) -> List[reverb.Table]:
+  """The Reverb tables of Ape-X DQN (see the module docstring).
+
+  Args:
+    config: provides table name, alpha, soft capacity and minimum size.
+    signature: item signature; defaults to `transition_signature` for
+      84x84x4 frames, compressed as `config.compress_observations` says.
+
+  Returns:
+    [the prioritised table].
+  """
+  config.validate()
+  if signature is None:
+    signature = transition_signature(compressed=config.compress_observations)
+  return [
+      reverb.Table(
+          name=config.replay_table_name,
+          # Sec. 4.1: proportional prioritisation, exponent 0.6.
+          sampler=reverb.selectors.Prioritized(config.priority_exponent),
+          # Sec. 4.1: excess removed "in FIFO order"; per insert, see above.
+          remover=reverb.selectors.Fifo(),
+          max_size=config.replay_soft_capacity,
+          # App. C: the learner waits for 50K transitions; never blocks
+          # inserts, and after a server restart it pauses the learner until
+          # the table refills (App. F "Failure Tolerance").
+          rate_limiter=reverb.rate_limiters.MinSize(config.min_replay_size),
+          # Items live until removed by capacity: Ape-X samples with
+          # replacement for as long as an item is in the memory.
+          max_times_sampled=0,
+          signature=signature,
+      )
+  ]
+
+
+# --- Writing (actor side). -------------------------------------------------
+
+
+def to_replay_transition(observation,
+                         action: int,
+                         reward: float,
+                         discount: float,
+                         next_observation,
+                         actor_id: int,
+                         actor_step: int) -> types.Transition:
+  """Builds one item with the signature's dtypes.
+
+  Observations are either PNG bytes (compressed tables) or uint8 arrays.
+  """
+
+  def as_observation(x):
+    if isinstance(x, (bytes, np.bytes_)):
+      return np.array(bytes(x), dtype=object)
+    return np.asarray(x, dtype=np.uint8)
+
+  return types.Transition(
+      observation=as_observation(observation),
+      action=np.int32(action),
+      reward=np.float32(reward),
+      discount=np.float32(discount),
+      next_observation=as_observation(next_observation),
+      extras={'provenance': make_provenance(actor_id, actor_step)})
+
+
+def from_nstep_transition(transition: targets.NStepTransition,
+                          actor_id: int) -> types.Transition:
+  """The replay item of an `NStepAccumulator` output, with its provenance."""
+  return to_replay_transition(
+      transition.observation, transition.action, transition.reward,
+      transition.discount, transition.next_observation, actor_id=actor_id,
+      actor_step=transition.step)
+
+
+def write_transitions(writer: reverb.TrajectoryWriter,
+                      table: str,
+                      transitions: Sequence[types.Transition],
+                      priorities: Sequence[float],
+                      wait: bool = False) -> None:
+  """Writes each transition as one item with its initial priority.
+
+  Ape-X actors send their local buffer in batches of B = 50 with priorities
+  they computed themselves (Sec. 4.1, App. F), not Acme's default 1.0. The
+  TrajectoryWriter streams items to the server from a background thread, so
+  this returns without waiting unless `wait` (tests, or an actor that wants
+  back-pressure).
+
+  Args:
+    writer: from `client.trajectory_writer(num_keep_alive_refs=1)`.
+    table: the prioritised table's name.
+    transitions: items from `to_replay_transition`.
+    priorities: one initial priority |delta| per transition.
+    wait: block until the server has confirmed every item.
+  """
+  if len(transitions) != len(priorities):
+    raise ValueError(f'{len(transitions)} transitions but '
+                     f'{len(priorities)} priorities.')
+  for transition, priority in zip(transitions, priorities):
+    writer.append(transition)
+    writer.create_item(
+        table=table,
+        priority=float(priority),
+        trajectory=tree.map_structure(lambda column: column[-1],
+                                      writer.history))
+  if wait:
+    writer.flush()
+
+
+# --- Reading (learner side). -----------------------------------------------
+
+
+def make_dataset(server_address: str,
+                 config: config_lib.ApeXDQNConfig,
+                 observation_shape: Sequence[int] = png.ATARI_OBSERVATION_SHAPE,
+                 batch_size: Optional[int] = None,
+                 prefetch_batches: Optional[int] = None) -> tf.data.Dataset:
+  """Batches of prioritised samples, PNGs decoded on CPU threads (App. F).
+
+  Each element is a `reverb.ReplaySample` whose `info` holds key, probability
+  and table_size per item (for priority updates and importance weights, see
+  targets.importance_weights) and whose `data` is a Transition with uint8
+  observations of `observation_shape`. Decoding happens per item in parallel
+  map calls before batching, and `prefetch_batches` batches (16 in the paper)
+  are kept ready, so decompression overlaps the learner's updates.
+  """
+  batch_size = config.batch_size if batch_size is None else batch_size
+  prefetch_batches = (config.prefetch_batches if prefetch_batches is None
+                      else prefetch_batches)
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      server_address=server_address,
+      table=config.replay_table_name,
+      max_in_flight_samples_per_worker=2 * batch_size)
+
+  if config.compress_observations:
+    shape = tuple(observation_shape)
+
+    def decode(sample: reverb.ReplaySample) -> reverb.ReplaySample:
+      data = sample.data._replace(
+          observation=png.tf_decode_observation(sample.data.observation,
+                                                shape),
+          next_observation=png.tf_decode_observation(
+              sample.data.next_observation, shape))
+      return sample._replace(data=data)
+
+    dataset = dataset.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+  dataset = dataset.batch(batch_size, drop_remainder=True)
+  if prefetch_batches:
+    dataset = dataset.prefetch(prefetch_batches)
+  return dataset
