@@ -2,12 +2,21 @@
 
 Why this exists: `lp.launch` returns as soon as the workers are spawned, a
 program ends only when some node calls `lp.stop()`, and a node stuck in a
-blocking call ignores the stop until Launchpad's SIGKILL. Tests and the main job
-must never hang, so every launch here has (1) a supervisor node that stops the
-program at its bound (`launch_programs.supervisor`), and (2) a watchdog in the
-launcher that stops it anyway `grace_s` after the bound, then kills whatever is
-left of the launcher's process tree. The process tree is found with psutil, not
-by name, so unrelated processes are never touched.
+blocking call (a Reverb client waiting for a dead server, say) ignores the
+stop. Launchpad's own remedy, after `lp_termination_notice_secs`, is to SIGKILL
+the whole runtime *including the launcher*, which then cannot report anything.
+So here the launcher's hard kill is turned off and replaced:
+
+1. a supervisor node stops the program at its bound
+   (`launch_programs.supervisor`);
+2. a watchdog in the launcher stops it anyway `grace_s` after the bound, and
+   stops it at once if a node of a critical group (the supervisor, by default)
+   exits before a stop was asked for;
+3. once a stop is under way, nodes get `stop_grace_s` to exit on their own,
+   then every remaining process of the launcher's tree is SIGKILLed.
+
+The process tree is found with psutil from the launcher's own PID, never by
+name, so unrelated processes are never touched.
 """
 
 import dataclasses
@@ -16,7 +25,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Sequence
 
 from absl import flags
 import launchpad as lp
@@ -28,28 +37,52 @@ LAUNCH_TYPES = ('local_mp', 'local_mt')
 def ensure_absl_flags_parsed() -> None:
   """Launchpad reads absl flags; our entry points use argparse.
 
-  Parsing just the program name gives Launchpad its defaults. The termination
-  notice (seconds between SIGTERM and SIGKILL for a node that does not stop) is
-  shortened from 10 s to 5 s: our nodes stop within a second when they can.
+  Parsing just the program name gives Launchpad its defaults. The launcher's
+  termination notice is set negative: Launchpad then only forwards SIGTERM to
+  the nodes and never SIGKILLs the launcher; `launch_and_wait` does the rest.
   """
   if not flags.FLAGS.is_parsed():
     flags.FLAGS([sys.argv[0]], known_only=True)
-    flags.FLAGS.lp_termination_notice_secs = 5
+  flags.FLAGS.lp_termination_notice_secs = -1
 
 
 @dataclasses.dataclass
 class LaunchOutcome:
   launch_s: float            # lp.launch() call to its return
   wall_s: float              # lp.launch() call to the end of the program
-  stopped_by_watchdog: bool  # True: the supervisor did not stop it in time
-  killed_leftovers: int      # processes still alive after the stop, SIGKILLed
+  stop_cause: str            # 'program' (lp.stop from a node), 'watchdog', 'node exited: ...'
+  killed_leftovers: int      # processes still alive after the grace, SIGKILLed
+
+  @property
+  def stopped_by_watchdog(self) -> bool:
+    return self.stop_cause != 'program'
+
+
+def _node_titles() -> Dict[int, str]:
+  """PID -> node title ('learner/0') of the launcher's direct children.
+
+  Under `local_mp` with the current terminal, each node runs under Launchpad's
+  `decorate_output` wrapper, whose command line carries the node's title.
+  """
+  titles = {}
+  for child in psutil.Process().children():
+    try:
+      command = child.cmdline()
+    except psutil.Error:
+      continue
+    for i, part in enumerate(command):
+      if part.endswith('decorate_output') and i + 2 < len(command):
+        titles[child.pid] = command[i + 2]
+  return titles
 
 
 def launch_and_wait(program: lp.Program, *, launch_type: str,
                     max_seconds: float, grace_s: float = 30.0,
+                    stop_grace_s: float = 10.0,
+                    critical_groups: Sequence[str] = ('supervisor',),
                     local_resources: Optional[Mapping[str, Any]] = None
                     ) -> LaunchOutcome:
-  """Runs `program` to its end; never longer than `max_seconds + grace_s`."""
+  """Runs `program` to its end; never much longer than `max_seconds + grace_s`."""
   if launch_type not in LAUNCH_TYPES:
     raise ValueError(
         f'unknown launch type {launch_type!r}; valid choices: {LAUNCH_TYPES}')
@@ -60,30 +93,53 @@ def launch_and_wait(program: lp.Program, *, launch_type: str,
                       local_resources=dict(local_resources or {}),
                       serialize_py_nodes=False)
   launched = time.time()
-
-  fired = threading.Event()
+  stop_event = manager.stop_event()
   done = threading.Event()
+  cause = {'value': 'program'}
+  killed = {'count': 0}
 
-  def watchdog():
-    if not done.wait(max_seconds + grace_s):
-      fired.set()
-      print(f'[launcher] program still running {max_seconds + grace_s:.0f} s '
-            'after launch: stopping it', flush=True)
-      # The worker manager handles SIGTERM in the main thread: it asks every
-      # node to stop, then SIGKILLs those that do not within the notice.
-      os.kill(os.getpid(), signal.SIGTERM)
+  def request_stop(why: str) -> None:
+    if stop_event.is_set():
+      return
+    cause['value'] = why
+    print(f'[launcher] stopping the program: {why}', flush=True)
+    # The worker manager handles SIGTERM in the main thread and forwards it.
+    os.kill(os.getpid(), signal.SIGTERM)
 
-  threading.Thread(target=watchdog, daemon=True, name='watchdog').start()
+  def watchdog() -> None:
+    deadline = start + max_seconds + grace_s
+    titles = _node_titles() if launch_type == 'local_mp' else {}
+    critical = {pid: title for pid, title in titles.items()
+                if title.split('/')[0] in critical_groups}
+    while not done.is_set() and not stop_event.is_set():
+      if time.time() > deadline:
+        request_stop(f'watchdog: still running {max_seconds + grace_s:.0f} s '
+                     'after launch')
+        break
+      for pid, title in critical.items():
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+          request_stop(f'node exited: {title}')
+          break
+      done.wait(0.5)
+    stop_event.wait()
+    if not done.wait(stop_grace_s):
+      print(f'[launcher] nodes still running {stop_grace_s:.0f} s after the '
+            'stop: killing them', flush=True)
+      killed['count'] = kill_descendants(timeout_s=0)
+
+  watchdog_thread = threading.Thread(target=watchdog, daemon=True,
+                                     name='watchdog')
+  watchdog_thread.start()
   try:
-    # Under local_mt the nodes are threads of this process: waiting for them
-    # to return also disarms the manager's SIGKILL-the-process alarm.
+    # Under local_mt the nodes are threads of this process.
     manager.wait(raise_error=False)
   finally:
     done.set()
-    killed = kill_descendants()
+    watchdog_thread.join(timeout=15.0)
+    killed['count'] += kill_descendants()
   return LaunchOutcome(launch_s=launched - start, wall_s=time.time() - start,
-                       stopped_by_watchdog=fired.is_set(),
-                       killed_leftovers=killed)
+                       stop_cause=cause['value'],
+                       killed_leftovers=killed['count'])
 
 
 def kill_descendants(timeout_s: float = 5.0) -> int:
@@ -91,14 +147,14 @@ def kill_descendants(timeout_s: float = 5.0) -> int:
   children = psutil.Process().children(recursive=True)
   for child in children:
     try:
-      child.terminate()
+      child.terminate() if timeout_s else child.kill()
     except psutil.NoSuchProcess:
       pass
-  _, alive = psutil.wait_procs(children, timeout=timeout_s)
+  _, alive = psutil.wait_procs(children, timeout=max(timeout_s, 0.1))
   for child in alive:
     try:
       child.kill()
     except psutil.NoSuchProcess:
       pass
-  psutil.wait_procs(alive, timeout=timeout_s)
-  return len(alive)
+  psutil.wait_procs(alive, timeout=5.0)
+  return len(alive) if timeout_s else len(children)

@@ -16,6 +16,7 @@ hyperparameters are chosen only to learn Catch quickly.
 
 import argparse
 import dataclasses
+import functools
 import json
 import pathlib
 import sys
@@ -105,8 +106,8 @@ class SmokeLearner:
     self._tf = tf
     self._config = config
     self._counter = counter
-    self._replay_address = replay
-    self._client = reverb.Client(replay)
+    # A ReverbNode's handle dereferences to a reverb.Client.
+    self._client = replay
     spec = specs.make_environment_spec(_environment(config.seed))
     self._network = _make_network(spec.actions.num_values, config.hidden_units)
     tf2_utils.create_variables(self._network, [spec.observations])
@@ -115,7 +116,7 @@ class SmokeLearner:
     self._steps = 0
     self._start = time.time()
     self._dataset = reverb.TrajectoryDataset.from_table_signature(
-        server_address=replay, table=REPLAY_TABLE,
+        server_address=replay.server_address, table=REPLAY_TABLE,
         max_in_flight_samples_per_worker=2 * config.batch_size,
         rate_limiter_timeout_ms=1000
     ).batch(config.batch_size, drop_remainder=True).prefetch(2)
@@ -196,7 +197,7 @@ class SmokeActor:
         learner, {'policy': self._network.variables, 'version': [self._version]},
         update_period=config.actor_update_period)
     self._adder = adders.NStepTransitionAdder(
-        reverb.Client(replay), n_step=1, discount=config.discount,
+        replay, n_step=1, discount=config.discount,
         priority_fns={REPLAY_TABLE: None})
     self._rng = np.random.default_rng(config.seed + 1000 * actor_id)
     self._policy = tf.function(lambda obs: tf.argmax(
@@ -248,7 +249,8 @@ def make_program(config: SmokeConfig, run_dir: str) -> lp.Program:
   config.validate()
   program = lp.Program('smoke')
   with program.group('replay'):
-    replay = program.add_node(lp.ReverbNode(make_replay_tables, config))
+    replay = program.add_node(
+        lp.ReverbNode(functools.partial(make_replay_tables, config)))
   with program.group('counter'):
     counter = program.add_node(lp.CourierNode(_make_counter))
   with program.group('learner'):
@@ -287,9 +289,13 @@ def run(config: SmokeConfig, runs_root: Optional[str] = None,
         f'steps or {config.max_seconds:.0f} s', flush=True)
   program = make_program(config, str(record.run_dir))
   outcome = launching.launch_and_wait(
-      program, launch_type=config.launch_type, max_seconds=config.max_seconds)
+      program, launch_type=config.launch_type, max_seconds=config.max_seconds,
+      critical_groups=('supervisor', 'replay', 'learner', 'counter'),
+      # Nothing to flush: nodes that linger after the stop are not waited for.
+      stop_grace_s=3.0)
   summary = record.read_summary() or {'stop_reason': 'no summary written'}
-  summary['launcher'] = dataclasses.asdict(outcome)
+  summary['launcher'] = {**dataclasses.asdict(outcome),
+                         'stopped_by_watchdog': outcome.stopped_by_watchdog}
   record.write_summary(summary)
   return summary
 

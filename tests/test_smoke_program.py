@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from reproductions import run_records
@@ -27,11 +28,23 @@ def _group_alive(pgid: int) -> bool:
     return False
 
 
-@pytest.fixture
-def launched_smoke(tmp_path):
+def _node_process(root_pid: int, title: str):
+  """The process running node `title`, under Launchpad's output decorator."""
+  for process in psutil.Process(root_pid).children(recursive=True):
+    try:
+      command = process.cmdline()
+    except psutil.Error:
+      continue
+    if any(part.endswith('decorate_output') for part in command) and title in command:
+      children = process.children()
+      return children[0] if children else None
+  return None
+
+
+def _run_smoke(tmp_path, *, max_learner_steps, max_seconds, during=None):
   command = [sys.executable, '-m', 'launch_programs.smoke',
-             '--num_actors', '2', '--max_learner_steps', '150',
-             '--max_seconds', '40', '--launch_type', 'local_mp',
+             '--num_actors', '2', '--max_learner_steps', str(max_learner_steps),
+             '--max_seconds', str(max_seconds), '--launch_type', 'local_mp',
              '--runs_root', str(tmp_path), '--run_id', 'smoke-test']
   start = time.time()
   process = subprocess.Popen(command, stdout=subprocess.PIPE,
@@ -39,6 +52,8 @@ def launched_smoke(tmp_path):
                              text=True)
   pgid = process.pid
   try:
+    if during is not None:
+      during(process)
     output, _ = process.communicate(timeout=_HARD_TIMEOUT_S)
   except subprocess.TimeoutExpired:
     os.killpg(pgid, signal.SIGKILL)
@@ -52,9 +67,14 @@ def launched_smoke(tmp_path):
   leftovers = _group_alive(pgid)
   if leftovers:
     os.killpg(pgid, signal.SIGKILL)
-  yield dict(returncode=process.returncode, output=output, elapsed=elapsed,
-             leftovers=leftovers,
-             record=run_records.RunRecord(tmp_path / 'smoke-test'))
+  return dict(returncode=process.returncode, output=output, elapsed=elapsed,
+              leftovers=leftovers,
+              record=run_records.RunRecord(tmp_path / 'smoke-test'))
+
+
+@pytest.fixture
+def launched_smoke(tmp_path):
+  return _run_smoke(tmp_path, max_learner_steps=150, max_seconds=40)
 
 
 def test_smoke_program_moves_data_and_stops_cleanly(launched_smoke):
@@ -89,3 +109,30 @@ def test_smoke_program_moves_data_and_stops_cleanly(launched_smoke):
   assert record.read_topology()['nodes']['actor'] == 2
   assert record.read_metrics('supervisor'), 'no progress rows recorded'
   assert '[progress' in output
+
+
+def test_a_dead_learner_stops_the_program_promptly(tmp_path):
+  """A critical node that dies must not leave the program running to its bound."""
+  killed_at = {}
+
+  def kill_learner_once_learning(process):
+    record = run_records.RunRecord(tmp_path / 'smoke-test')
+    deadline = time.time() + 60
+    while time.time() < deadline and process.poll() is None:
+      rows = record.read_metrics('supervisor') if record.exists() else []
+      if rows and (rows[-1].get('learner_steps') or 0) > 0:
+        learner = _node_process(process.pid, 'learner/0')
+        if learner is not None:
+          learner.kill()
+          killed_at['t'] = time.time()
+          return
+      time.sleep(0.5)
+
+  result = _run_smoke(tmp_path, max_learner_steps=10**9, max_seconds=90,
+                      during=kill_learner_once_learning)
+  assert 't' in killed_at, result['output'][-3000:]
+  assert not result['leftovers'], 'processes left behind'
+  summary = result['record'].read_summary()
+  assert summary['launcher']['stop_cause'] == 'node exited: learner/0', summary
+  # Stopped within seconds of the kill, not at the 90 s bound.
+  assert time.time() - killed_at['t'] < 30, summary
