@@ -18,7 +18,6 @@ import argparse
 import dataclasses
 import functools
 import json
-import pathlib
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
@@ -317,7 +316,9 @@ def describe(summary: Dict[str, Any]) -> str:
                  f'recent mean return {actor.get("recent_mean_return")}')
   launcher = summary.get('launcher', {})
   lines.append(f'wall time {launcher.get("wall_s", float("nan")):.1f} s; '
-               f'leftover processes killed: {launcher.get("killed_leftovers")}')
+               f'stopped by: {launcher.get("stop_cause")}; processes still '
+               f'running after the stop grace, killed: '
+               f'{launcher.get("killed_leftovers")}')
   return '\n'.join(lines)
 
 

@@ -13,7 +13,7 @@ It imports no TensorFlow: it stays a light process under `local_mp`.
 
 import concurrent.futures
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional
 
 import launchpad as lp
 
