@@ -241,7 +241,8 @@ def make_dataset(server_address: str,
                  config: config_lib.ApeXDQNConfig,
                  observation_shape: Sequence[int] = png.ATARI_OBSERVATION_SHAPE,
                  batch_size: Optional[int] = None,
-                 prefetch_batches: Optional[int] = None) -> tf.data.Dataset:
+                 prefetch_batches: Optional[int] = None,
+                 rate_limiter_timeout_ms: int = -1) -> tf.data.Dataset:
   """Batches of prioritised samples, PNGs decoded on CPU threads (App. F).
 
   Each element is a `reverb.ReplaySample` whose `info` holds key, probability
@@ -250,6 +251,12 @@ def make_dataset(server_address: str,
   observations of `observation_shape`. Decoding happens per item in parallel
   map calls before batching, and `prefetch_batches` batches (16 in the paper)
   are kept ready, so decompression overlaps the learner's updates.
+
+  `rate_limiter_timeout_ms` (default -1: wait forever) bounds how long a
+  sample may wait on the table's rate limiter (below `min_replay_size`); on
+  timeout the dataset ends, so a learner that rebuilds its iterator (see
+  agents/apex_dqn/learning.py) can notice a stop request while it waits for
+  a restarted replay to refill (App. F "Failure Tolerance").
   """
   batch_size = config.batch_size if batch_size is None else batch_size
   prefetch_batches = (config.prefetch_batches if prefetch_batches is None
@@ -257,7 +264,8 @@ def make_dataset(server_address: str,
   dataset = reverb.TrajectoryDataset.from_table_signature(
       server_address=server_address,
       table=config.replay_table_name,
-      max_in_flight_samples_per_worker=2 * batch_size)
+      max_in_flight_samples_per_worker=2 * batch_size,
+      rate_limiter_timeout_ms=rate_limiter_timeout_ms)
 
   if config.compress_observations:
     shape = tuple(observation_shape)
