@@ -1,0 +1,197 @@
+"""The Ape-X DQN actor against a real Reverb server.
+
+The central check: the initial priority the actor stores for each transition
+equals |G - q(S_t, A_t)| with the double-Q bootstrap, recomputed here from the
+replay's own contents with plain numpy and the actor's network parameters.
+That is what the learner computes for the same parameters and data (with the
+target network equal to the online one, as an actor has no target network).
+"""
+
+import collections
+
+import numpy as np
+import pytest
+import reverb
+import sonnet as snt
+import tensorflow as tf
+
+from agents.apex_dqn import actor as actor_lib
+from agents.apex_dqn import config as config_lib
+from agents.apex_dqn import replay
+from networks import dqn
+from reproductions import environments
+
+
+class CatchQNetwork(snt.Module):
+  """Small Q-network for Catch boards stored as uint8 (0/1 cells)."""
+
+  def __init__(self, num_actions=3):
+    super().__init__()
+    self._mlp = snt.nets.MLP([32, num_actions])
+
+  def __call__(self, observation):
+    x = tf.cast(snt.Flatten()(observation), tf.float32)
+    return self._mlp(x)
+
+
+class CountingCounter:
+
+  def __init__(self):
+    self.counts = collections.Counter()
+
+  def increment(self, **counts):
+    self.counts.update(counts)
+
+
+def _config(**overrides):
+  # A minimum of 1 lets the test sample every item it wrote.
+  settings = dict(num_actors=4, n_step=3, discount=0.9, min_replay_size=1,
+                  batch_size=1, replay_soft_capacity=10_000,
+                  compress_observations=False, actor_send_batch_size=10,
+                  actor_buffer_size=20)
+  settings.update(overrides)
+  return config_lib.ApeXDQNConfig.local(**settings)
+
+
+class UInt8Catch:
+  """Catch with its 0/1 board as uint8, the dtype the replay stores."""
+
+  def __init__(self, seed):
+    self._env = environments.make_environment('catch', seed=seed)
+
+  def _cast(self, timestep):
+    return timestep._replace(observation=timestep.observation.astype(np.uint8))
+
+  def reset(self):
+    return self._cast(self._env.reset())
+
+  def step(self, action):
+    return self._cast(self._env.step(action))
+
+  def observation_spec(self):
+    spec = self._env.observation_spec()
+    return spec.replace(dtype=np.uint8)
+
+  def action_spec(self):
+    return self._env.action_spec()
+
+
+@pytest.fixture
+def catch_server():
+  # Priority exponent 0: every stored item is drawn uniformly, so the test can
+  # read back each one's stored priority (|delta| itself is unaffected).
+  config = _config(priority_exponent=0.0)
+  signature = replay.transition_signature((10, 5), compressed=False)
+  server = reverb.Server(replay.make_replay_tables(config, signature))
+  client = reverb.Client(f'localhost:{server.port}')
+  yield config, client
+  server.stop()
+
+
+def _all_items(client, table, expected):
+  """Every item of the table with its priority, by repeated sampling."""
+  dataset = reverb.TrajectoryDataset.from_table_signature(
+      server_address=client.server_address, table=table,
+      max_in_flight_samples_per_worker=10)
+  items = {}
+  for sample in dataset.take(60 * expected):
+    data = [sample.data.observation.numpy(), sample.data.action.numpy(),
+            sample.data.reward.numpy(), sample.data.discount.numpy(),
+            sample.data.next_observation.numpy(),
+            {'provenance': sample.data.extras['provenance'].numpy()}]
+    items[int(sample.info.key)] = (float(sample.info.priority), data)
+    if len(items) == expected:
+      break
+  return items
+
+
+def _numpy_double_q_priority(network, data):
+  q_t = network(tf.constant(data[0][None])).numpy()[0]
+  q_next = network(tf.constant(data[4][None])).numpy()[0]
+  action, reward, discount = int(data[1]), float(data[2]), float(data[3])
+  bootstrap = q_next[int(np.argmax(q_next))]  # selector = evaluator (no target)
+  return abs(reward + discount * bootstrap - q_t[action])
+
+
+def test_initial_priorities_equal_the_double_q_td_error(catch_server):
+  config, client = catch_server
+  network = CatchQNetwork()
+  counter = CountingCounter()
+  actor = actor_lib.ApeXDQNActor(UInt8Catch(seed=1), network, client, config,
+                                 actor_id=2, counter=counter,
+                                 frames_per_step=1)
+  steps = 0
+  for _ in range(5):
+    steps += actor.run_episode()['episode_steps']
+  actor.flush()
+
+  info = client.server_info()[config.replay_table_name]
+  # One n-step transition per agent step (episodes end with the tail flushed).
+  assert info.current_size == steps == 45
+  items = _all_items(client, config.replay_table_name, steps)
+  assert len(items) == steps
+  provenance_steps = []
+  for priority, data in items.values():
+    expected = _numpy_double_q_priority(network, data)
+    assert priority == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    actor_id, step = replay.split_provenance(data[5]['provenance'])
+    assert int(actor_id) == 2
+    provenance_steps.append(int(step))
+  assert sorted(provenance_steps) == list(range(steps))
+  assert counter.counts['actor_episodes'] == 5
+  assert counter.counts['actor_steps'] == steps
+
+
+def test_epsilon_follows_the_paper_schedule(catch_server):
+  config, client = catch_server
+  for i in range(config.num_actors):
+    actor = actor_lib.ApeXDQNActor(UInt8Catch(seed=i), CatchQNetwork(), client,
+                                   config, actor_id=i)
+    assert actor.epsilon == pytest.approx(0.4 ** (1 + 7 * i / 3))
+  with pytest.raises(ValueError, match='actor_id'):
+    actor_lib.ApeXDQNActor(UInt8Catch(seed=0), CatchQNetwork(), client, config,
+                           actor_id=4)
+
+
+def test_transitions_are_sent_in_batches_of_b(catch_server):
+  config, client = catch_server
+  actor = actor_lib.ApeXDQNActor(UInt8Catch(seed=3), CatchQNetwork(), client,
+                                 config, actor_id=0)
+  actor.run_episode()  # 9 steps: fewer than B = 10, nothing sent yet
+  actor._in_flight and actor._in_flight.result()  # pylint: disable=expression-not-assigned
+  assert client.server_info()[config.replay_table_name].current_size == 0
+  actor.run_episode()  # 18 transitions: one batch of 10 sent, 8 buffered
+  actor._in_flight.result()  # pylint: disable=protected-access
+  assert client.server_info()[config.replay_table_name].current_size == 10
+  actor.flush()
+  assert client.server_info()[config.replay_table_name].current_size == 18
+
+
+def test_png_compressed_atari_transitions_round_trip():
+  config = _config(compress_observations=True)
+  server = reverb.Server(replay.make_replay_tables(config))
+  try:
+    client = reverb.Client(f'localhost:{server.port}')
+    environment = environments.make_environment(
+        'atari/pong', config=environments.AtariConfig.apex_training(), seed=0)
+    network = dqn.DuelingDQN(environment.action_spec().num_values)
+    actor = actor_lib.ApeXDQNActor(environment, network, client, config,
+                                   actor_id=3)
+    actor.run_episode(max_steps=40)
+    actor.flush()
+    assert client.server_info()[config.replay_table_name].current_size == 40
+    dataset = replay.make_dataset(client.server_address, config,
+                                  batch_size=8, prefetch_batches=0)
+    sample = next(iter(dataset))
+    observation = sample.data.observation.numpy()
+    assert observation.shape == (8, 84, 84, 4) and observation.dtype == np.uint8
+    # Stored priorities match the network on the decoded frames.
+    for i in range(8):
+      data = [x[i].numpy() for x in (sample.data.observation, sample.data.action,
+                                      sample.data.reward, sample.data.discount,
+                                      sample.data.next_observation)]
+      expected = _numpy_double_q_priority(network, data)
+      assert float(sample.info.priority[i]) == pytest.approx(
+          expected, rel=1e-4, abs=1e-5)
+  finally:
+    server.stop()
