@@ -158,3 +158,19 @@ def kill_descendants(timeout_s: float = 5.0) -> int:
       pass
   psutil.wait_procs(alive, timeout=5.0)
   return len(alive) if timeout_s else len(children)
+
+
+def limit_tf_threads(intra_op: int = 1, inter_op: int = 1) -> None:
+  """Caps TF's thread pools in this process, before TF's runtime starts.
+
+  Why: under `local_mp` every node is a process, and TF sizes its pools to the
+  machine's core count; dozens of processes each with a full pool thrash two
+  cores. Nodes call this first thing. Under `local_mt` the process is shared
+  and already initialised: the first setting stands.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    tf.config.threading.set_intra_op_parallelism_threads(intra_op)
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op)
+  except RuntimeError:
+    pass

@@ -56,16 +56,6 @@ class SmokeConfig:
                        f'{launching.LAUNCH_TYPES}')
 
 
-def _limit_tf_threads() -> None:
-  """Many TF processes share two cores: one intra-op thread each avoids thrash."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  try:
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-  except RuntimeError:
-    pass  # Already initialised in this process (local_mt): keep its setting.
-
-
 def _make_network(num_actions: int, hidden_units: int):
   import sonnet as snt  # pylint: disable=g-import-not-at-top
   return snt.Sequential([snt.Flatten(), snt.nets.MLP([hidden_units, num_actions])])
@@ -95,7 +85,7 @@ class SmokeLearner:
   """One-step Q-learning from Reverb; a Courier variable source for actors."""
 
   def __init__(self, replay: Any, counter: Any, config: SmokeConfig):
-    _limit_tf_threads()
+    launching.limit_tf_threads()
     import reverb  # pylint: disable=g-import-not-at-top
     import sonnet as snt  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -173,7 +163,7 @@ class SmokeActor:
 
   def __init__(self, replay: Any, learner: Any, counter: Any, actor_id: int,
                config: SmokeConfig):
-    _limit_tf_threads()
+    launching.limit_tf_threads()
     import numpy as np  # pylint: disable=g-import-not-at-top
     import reverb  # pylint: disable=g-import-not-at-top
     import tensorflow as tf  # pylint: disable=g-import-not-at-top

@@ -31,7 +31,7 @@ zero biases), as in Acme's TF DQN networks. The papers do not state theirs.
 """
 
 import math
-from typing import Optional
+from typing import Optional, Sequence
 
 import sonnet as snt
 import tensorflow as tf
@@ -188,3 +188,27 @@ class DuelingDQN(snt.Module):
 
   def __call__(self, observation: tf.Tensor) -> tf.Tensor:
     return self._head(self._torso(observation))
+
+
+class DuelingMLP(snt.Module):
+  """The dueling head over an MLP torso, for feature observations.
+
+  Why it exists: tests and the tiny environments (Catch) need Ape-X DQN to
+  learn in seconds; the Atari torso expects 84x84x4 frames. The head, and so
+  the dueling aggregation and its gradient rescale, are the paper's.
+  """
+
+  def __init__(self,
+               num_actions: int,
+               torso_sizes: Sequence[int] = (64,),
+               hidden_size: int = 64,
+               gradient_scale: Optional[float] = DUELING_GRADIENT_SCALE,
+               name: str = 'dueling_mlp'):
+    super().__init__(name=name)
+    self._torso = snt.nets.MLP(list(torso_sizes), activate_final=True)
+    self._head = DuelingDQNHead(num_actions, hidden_size=hidden_size,
+                                gradient_scale=gradient_scale)
+
+  def __call__(self, observation: tf.Tensor) -> tf.Tensor:
+    flat = snt.Flatten()(tf.cast(observation, tf.float32))
+    return self._head(self._torso(flat))

@@ -6,70 +6,26 @@ and kill every process it started; a hard timeout bounds the whole test.
 """
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
 
-import psutil
 import pytest
 
 from reproductions import run_records
 
+from conftest import node_process, run_module
+
 _HARD_TIMEOUT_S = 120
 
 
-def _group_alive(pgid: int) -> bool:
-  try:
-    os.killpg(pgid, 0)
-    return True
-  except ProcessLookupError:
-    return False
-
-
-def _node_process(root_pid: int, title: str):
-  """The process running node `title`, under Launchpad's output decorator."""
-  for process in psutil.Process(root_pid).children(recursive=True):
-    try:
-      command = process.cmdline()
-    except psutil.Error:
-      continue
-    if any(part.endswith('decorate_output') for part in command) and title in command:
-      children = process.children()
-      return children[0] if children else None
-  return None
-
-
 def _run_smoke(tmp_path, *, max_learner_steps, max_seconds, during=None):
-  command = [sys.executable, '-m', 'launch_programs.smoke',
-             '--num_actors', '2', '--max_learner_steps', str(max_learner_steps),
-             '--max_seconds', str(max_seconds), '--launch_type', 'local_mp',
-             '--runs_root', str(tmp_path), '--run_id', 'smoke-test']
-  start = time.time()
-  process = subprocess.Popen(command, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, start_new_session=True,
-                             text=True)
-  pgid = process.pid
-  try:
-    if during is not None:
-      during(process)
-    output, _ = process.communicate(timeout=_HARD_TIMEOUT_S)
-  except subprocess.TimeoutExpired:
-    os.killpg(pgid, signal.SIGKILL)
-    output, _ = process.communicate()
-    pytest.fail(f'smoke program exceeded {_HARD_TIMEOUT_S} s:\n{output[-5000:]}')
-  elapsed = time.time() - start
-  # Give the kernel a moment to reap, then check nothing of ours survived.
-  deadline = time.time() + 5
-  while _group_alive(pgid) and time.time() < deadline:
-    time.sleep(0.1)
-  leftovers = _group_alive(pgid)
-  if leftovers:
-    os.killpg(pgid, signal.SIGKILL)
-  return dict(returncode=process.returncode, output=output, elapsed=elapsed,
-              leftovers=leftovers,
-              record=run_records.RunRecord(tmp_path / 'smoke-test'))
+  result = run_module(
+      'launch_programs.smoke',
+      ['--num_actors', '2', '--max_learner_steps', str(max_learner_steps),
+       '--max_seconds', str(max_seconds), '--launch_type', 'local_mp',
+       '--runs_root', str(tmp_path), '--run_id', 'smoke-test'],
+      timeout_s=_HARD_TIMEOUT_S, during=during)
+  result['record'] = run_records.RunRecord(tmp_path / 'smoke-test')
+  return result
 
 
 @pytest.fixture
@@ -121,7 +77,7 @@ def test_a_dead_learner_stops_the_program_promptly(tmp_path):
     while time.time() < deadline and process.poll() is None:
       rows = record.read_metrics('supervisor') if record.exists() else []
       if rows and (rows[-1].get('learner_steps') or 0) > 0:
-        learner = _node_process(process.pid, 'learner/0')
+        learner = node_process(process.pid, 'learner/0')
         if learner is not None:
           learner.kill()
           killed_at['t'] = time.time()

@@ -12,7 +12,7 @@ Written directly (no bsuite dependency, no per-step spec checks) so that one
 step costs a couple of microseconds.
 """
 
-from typing import Optional
+from typing import Any, Optional
 
 import dm_env
 from dm_env import specs
@@ -29,15 +29,20 @@ _MOVES = (-1, 0, 1)
 
 
 class Catch(dm_env.Environment):
-  """bsuite's Catch: observation float32 [rows, columns], 3 actions."""
+  """bsuite's Catch: observation [rows, columns] of 0/1 cells, 3 actions.
+
+  `dtype` is float32 by default; uint8 lets agents whose replay stores uint8
+  frames (Ape-X DQN) run on Catch unchanged.
+  """
 
   def __init__(self, rows: int = 10, columns: int = 5,
-               seed: Optional[int] = None):
+               seed: Optional[int] = None, dtype: Any = np.float32):
     if rows < 2 or columns < 1:
       raise ValueError(f'Catch needs rows >= 2 and columns >= 1, got '
                        f'rows={rows}, columns={columns}')
     self._rows = rows
     self._columns = columns
+    self._dtype = np.dtype(dtype)
     self._rng = np.random.default_rng(seed)
     self._ball_x = 0
     self._ball_y = 0
@@ -47,7 +52,7 @@ class Catch(dm_env.Environment):
     self.episode_return = 0.0
 
   def _observation(self) -> np.ndarray:
-    board = np.zeros((self._rows, self._columns), np.float32)
+    board = np.zeros((self._rows, self._columns), self._dtype)
     board[self._ball_y, self._ball_x] = 1.0
     board[self._paddle_y, self._paddle_x] = 1.0
     return board
@@ -76,8 +81,8 @@ class Catch(dm_env.Environment):
     return dm_env.TimeStep(_MID, _ZERO, _ONE, self._observation())
 
   def observation_spec(self) -> specs.BoundedArray:
-    return specs.BoundedArray((self._rows, self._columns), np.float32,
-                              minimum=0.0, maximum=1.0, name='board')
+    return specs.BoundedArray((self._rows, self._columns), self._dtype,
+                              minimum=0, maximum=1, name='board')
 
   def action_spec(self) -> specs.DiscreteArray:
     return specs.DiscreteArray(len(_MOVES), dtype=np.int32, name='action')

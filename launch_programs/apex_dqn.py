@@ -1,0 +1,313 @@
+"""The Ape-X DQN program: replay, learner, N actors, evaluator, counter, supervisor.
+
+Horgan et al. 2018, Sec. 3 and Fig. 1: many actors with their own epsilon feed
+one prioritized replay; one learner samples it, writes priorities back and
+serves parameters; an evaluator runs the no-op starts protocol. Scale is a
+profile (`ApeXDQNConfig.paper()` / `.local()`), never a code path: the same
+program runs 1 or 360 actors.
+
+    python -m launch_programs.apex_dqn --environment atari/pong --minutes 10
+    python -m launch_programs.apex_dqn --environment catch --num_actors 2
+
+Placement: under `local_mp` each node is a process. One process per actor is
+the paper's one-environment-per-actor semantics; it costs a TF runtime per
+actor (hundreds of MB), so hundreds of actors on one machine need another
+placement (not built yet; see README "Status").
+"""
+
+import argparse
+import dataclasses
+import functools
+import json
+import sys
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+import launchpad as lp
+
+from agents.apex_dqn import config as config_lib
+from launch_programs import launching
+from launch_programs import supervisor as supervisor_lib
+from reproductions import run_records
+
+PROFILES = ('local', 'paper')
+
+
+@dataclasses.dataclass
+class ProgramConfig:
+  """What the program runs on and when it stops (not the agent's settings)."""
+  environment: str = 'atari/pong'
+  profile: str = 'local'
+  max_seconds: float = 600.0
+  max_actor_frames: Optional[int] = None
+  max_learner_steps: Optional[int] = None
+  launch_type: str = 'local_mp'
+  evaluator: bool = True
+  seed: int = 0
+  report_period_s: float = 10.0
+
+  def validate(self) -> None:
+    if self.profile not in PROFILES:
+      raise ValueError(f'profile {self.profile!r}: valid choices are {PROFILES}')
+    if self.launch_type not in launching.LAUNCH_TYPES:
+      raise ValueError(f'launch_type {self.launch_type!r}: valid choices are '
+                       f'{launching.LAUNCH_TYPES}')
+    family = self.environment.split('/')[0]
+    if family not in ('atari', 'catch'):
+      raise ValueError(
+          f'Ape-X DQN acts in discrete-action environments: atari/<game> or '
+          f'catch, not {self.environment!r} (control tasks are Ape-X DPG\'s).')
+
+
+def make_agent_config(program: ProgramConfig,
+                      **overrides: Any) -> config_lib.ApeXDQNConfig:
+  """The profile's agent config; feature observations are stored uncompressed."""
+  make = (config_lib.ApeXDQNConfig.paper if program.profile == 'paper'
+          else config_lib.ApeXDQNConfig.local)
+  if not program.environment.startswith('atari/'):
+    # PNG is for frames; Catch boards are tiny, and its steps are 1 frame.
+    overrides = {'compress_observations': False, 'action_repeat': 1,
+                 **overrides}
+  return make(**overrides)
+
+
+def game_name(program: ProgramConfig) -> str:
+  return program.environment.split('/', 1)[-1]
+
+
+def frames_per_step(program: ProgramConfig,
+                    agent: config_lib.ApeXDQNConfig) -> int:
+  return agent.action_repeat if program.environment.startswith('atari/') else 1
+
+
+def make_environment(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
+                     evaluation: bool, seed: int):
+  """The protocol's environment: Ape-X training or no-op-starts evaluation."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from reproductions import environments  # pylint: disable=g-import-not-at-top
+  if program.environment == 'catch':
+    return environments.make_environment('catch', seed=seed, dtype=np.uint8)
+  if evaluation:
+    atari = environments.AtariConfig.apex_evaluation()
+    atari = dataclasses.replace(
+        atari, noop_max=agent.evaluation_noop_max,
+        max_episode_frames=agent.evaluation_max_episode_frames)
+  else:
+    atari = dataclasses.replace(environments.AtariConfig.apex_training(),
+                                max_episode_frames=agent.max_episode_frames)
+  return environments.make_environment(program.environment, config=atari,
+                                       seed=seed)
+
+
+def make_network(environment_spec: Tuple[Tuple[int, ...], int],
+                 agent: config_lib.ApeXDQNConfig):
+  """Dueling DQN on frames (App. C), a dueling MLP on feature observations."""
+  from networks import dqn  # pylint: disable=g-import-not-at-top
+  observation_shape, num_actions = environment_spec
+  scale = dqn.DUELING_GRADIENT_SCALE if agent.dueling_gradient_rescale else None
+  if len(observation_shape) == 3:
+    return dqn.DuelingDQN(num_actions, hidden_size=agent.dueling_hidden_size,
+                          gradient_scale=scale)
+  return dqn.DuelingMLP(num_actions, gradient_scale=scale)
+
+
+def _spec(program, agent) -> Tuple[Tuple[int, ...], int]:
+  environment = make_environment(program, agent, evaluation=False, seed=0)
+  return (tuple(environment.observation_spec().shape),
+          int(environment.action_spec().num_values))
+
+
+def _replay_tables(program, agent):
+  from agents.apex_dqn import replay  # pylint: disable=g-import-not-at-top
+  observation_shape, _ = _spec(program, agent)
+  signature = replay.transition_signature(
+      observation_shape, compressed=agent.compress_observations)
+  return replay.make_replay_tables(agent, signature)
+
+
+def _learner(replay_client, counter, program, agent, run_dir):
+  launching.limit_tf_threads(intra_op=2)
+  from acme import specs  # pylint: disable=g-import-not-at-top
+  from agents.apex_dqn import learning  # pylint: disable=g-import-not-at-top
+  from agents.apex_dqn import replay  # pylint: disable=g-import-not-at-top
+  spec = _spec(program, agent)
+  environment = make_environment(program, agent, evaluation=False, seed=0)
+  record = run_records.RunRecord(run_dir)
+  return learning.ApeXDQNLearner(
+      make_network(spec, agent), make_network(spec, agent),
+      replay_client=replay_client, config=agent, counter=counter,
+      logger=record.metrics_logger('learner', time_delta_s=5.0),
+      checkpoint_dir=str(record.checkpoint_dir / 'learner'),
+      observation_spec=specs.make_environment_spec(environment).observations,
+      make_dataset=functools.partial(
+          replay.make_dataset, replay_client.server_address, agent,
+          observation_shape=spec[0], rate_limiter_timeout_ms=1000))
+
+
+def _actor(replay_client, learner, counter, actor_id, program, agent, run_dir):
+  launching.limit_tf_threads()
+  from agents.apex_dqn import actor  # pylint: disable=g-import-not-at-top
+  spec = _spec(program, agent)
+  record = run_records.RunRecord(run_dir)
+  return actor.ApeXDQNActor(
+      make_environment(program, agent, evaluation=False,
+                       seed=program.seed * 10_000 + 1 + actor_id),
+      make_network(spec, agent), replay_client, agent, actor_id,
+      variable_source=learner, counter=counter,
+      logger=record.metrics_logger(f'actor/{actor_id}', tensorboard=False),
+      frames_per_step=frames_per_step(program, agent),
+      seed=program.seed * 10_000 + actor_id)
+
+
+def _evaluator(learner, counter, program, agent, run_dir):
+  launching.limit_tf_threads()
+  from agents.apex_dqn import evaluation  # pylint: disable=g-import-not-at-top
+  spec = _spec(program, agent)
+  return evaluation.ApeXDQNEvaluator(
+      make_environment(program, agent, evaluation=True,
+                       seed=program.seed * 10_000 + 9_999),
+      make_network(spec, agent), learner, agent, run_dir, game_name(program),
+      counter=counter, frames_per_step=frames_per_step(program, agent),
+      seed=program.seed)
+
+
+def _counter():
+  from acme.utils import counting  # pylint: disable=g-import-not-at-top
+  return counting.Counter()
+
+
+def topology(program: ProgramConfig,
+             agent: config_lib.ApeXDQNConfig) -> Dict[str, Any]:
+  nodes = {'replay': 1, 'counter': 1, 'learner': 1, 'actor': agent.num_actors,
+           'evaluator': int(program.evaluator), 'supervisor': 1}
+  return {'launch_type': program.launch_type, 'nodes': nodes,
+          'placement': 'one process per node (local_mp)'
+                       if program.launch_type == 'local_mp'
+                       else 'threads of one process (local_mt)'}
+
+
+def make_program(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
+                 run_dir: str) -> lp.Program:
+  program.validate()
+  lp_program = lp.Program('apex_dqn')
+  with lp_program.group('replay'):
+    replay_node = lp_program.add_node(
+        lp.ReverbNode(functools.partial(_replay_tables, program, agent)))
+  with lp_program.group('counter'):
+    counter = lp_program.add_node(lp.CourierNode(_counter))
+  with lp_program.group('learner'):
+    learner = lp_program.add_node(lp.CourierNode(
+        _learner, replay_node, counter, program, agent, run_dir))
+  reports = {'learner': learner}
+  with lp_program.group('actor'):
+    for i in range(agent.num_actors):
+      reports[f'actor/{i}'] = lp_program.add_node(lp.CourierNode(
+          _actor, replay_node, learner, counter, i, program, agent, run_dir))
+  if program.evaluator:
+    with lp_program.group('evaluator'):
+      reports['evaluator/0'] = lp_program.add_node(lp.CourierNode(
+          _evaluator, learner, counter, program, agent, run_dir))
+  with lp_program.group('supervisor'):
+    lp_program.add_node(lp.CourierNode(
+        supervisor_lib.Supervisor, counter, run_dir=run_dir,
+        max_learner_steps=program.max_learner_steps,
+        max_actor_frames=program.max_actor_frames,
+        max_seconds=program.max_seconds,
+        frames_per_actor_step=frames_per_step(program, agent),
+        report_period_s=program.report_period_s, final_reports=reports))
+  return lp_program
+
+
+def run(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
+        runs_root: Optional[str] = None,
+        run_id: Optional[str] = None) -> Dict[str, Any]:
+  """Creates the run record, runs to the first bound, returns the summary."""
+  program.validate()
+  config = {'agent': 'apex_dqn', 'game': game_name(program),
+            'games': [game_name(program)], 'profile': program.profile,
+            'seed': program.seed, 'num_actors': agent.num_actors,
+            'replay_capacity': agent.replay_soft_capacity,
+            'program': dataclasses.asdict(program),
+            'apex_dqn': dataclasses.asdict(agent)}
+  record = run_records.RunRecord.create('apex_dqn', config,
+                                        topology(program, agent),
+                                        root=runs_root, run_id=run_id)
+  print(f'[apex_dqn] run record: {record.run_dir}', flush=True)
+  print(f'[apex_dqn] launching {json.dumps(topology(program, agent)["nodes"])} '
+        f'on {program.environment} ({program.profile} profile, '
+        f'{program.launch_type}); stops after {program.max_seconds:.0f} s'
+        + (f' or {program.max_actor_frames:,} frames'
+           if program.max_actor_frames else '')
+        + (f' or {program.max_learner_steps:,} learner steps'
+           if program.max_learner_steps else ''), flush=True)
+  outcome = launching.launch_and_wait(
+      make_program(program, agent, str(record.run_dir)),
+      launch_type=program.launch_type, max_seconds=program.max_seconds,
+      critical_groups=('supervisor', 'learner', 'counter'))
+  summary = record.read_summary() or {'stop_reason': 'no summary written'}
+  summary['launcher'] = {**dataclasses.asdict(outcome),
+                         'stopped_by_watchdog': outcome.stopped_by_watchdog}
+  record.write_summary(summary)
+  return summary
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+  parser.add_argument('--environment', default='atari/pong',
+                      help='atari/<game> or catch')
+  parser.add_argument('--profile', choices=PROFILES, default='local')
+  parser.add_argument('--minutes', type=float, default=10.0)
+  parser.add_argument('--max_actor_frames', type=int, default=None)
+  parser.add_argument('--max_learner_steps', type=int, default=None)
+  parser.add_argument('--num_actors', type=int, default=None)
+  parser.add_argument('--launch_type', choices=launching.LAUNCH_TYPES,
+                      default='local_mp')
+  parser.add_argument('--no_evaluator', action='store_true')
+  parser.add_argument('--seed', type=int, default=0)
+  parser.add_argument('--set', action='append', default=[], metavar='FIELD=VALUE',
+                      help='override an ApeXDQNConfig field (repeatable), '
+                           'e.g. --set learning_rate=0.001')
+  parser.add_argument('--runs_root', default=None)
+  parser.add_argument('--run_id', default=None)
+  args = parser.parse_args(argv)
+  program = ProgramConfig(
+      environment=args.environment, profile=args.profile,
+      max_seconds=60.0 * args.minutes, max_actor_frames=args.max_actor_frames,
+      max_learner_steps=args.max_learner_steps, launch_type=args.launch_type,
+      evaluator=not args.no_evaluator, seed=args.seed)
+  overrides = parse_overrides(args.set)
+  if args.num_actors is not None:
+    overrides['num_actors'] = args.num_actors
+  try:
+    program.validate()
+    agent = make_agent_config(program, **overrides)
+  except (ValueError, TypeError) as error:
+    parser.error(str(error))
+  summary = run(program, agent, args.runs_root, args.run_id)
+  print(json.dumps({k: summary.get(k) for k in ('stop_reason', 'counts')},
+                   default=str), flush=True)
+  evaluator = summary.get('nodes', {}).get('evaluator/0', {})
+  if isinstance(evaluator, dict) and evaluator.get('episodes'):
+    print(f'[apex_dqn] evaluation: {evaluator["episodes"]} episodes, recent '
+          f'mean score {evaluator["recent_mean_score"]}', flush=True)
+  return 0
+
+
+def parse_overrides(items: Sequence[str]) -> Dict[str, Any]:
+  """FIELD=VALUE strings into typed ApeXDQNConfig overrides."""
+  fields = {f.name: f.type for f in dataclasses.fields(config_lib.ApeXDQNConfig)}
+  overrides = {}
+  for item in items:
+    name, sep, text = item.partition('=')
+    if not sep or name not in fields:
+      raise SystemExit(f'--set {item!r}: expected FIELD=VALUE with FIELD one of '
+                       f'{", ".join(sorted(fields))}')
+    default = getattr(config_lib.ApeXDQNConfig(), name)
+    if isinstance(default, bool):
+      overrides[name] = text.lower() in ('1', 'true', 'yes')
+    else:
+      overrides[name] = type(default)(text)
+  return overrides
+
+
+if __name__ == '__main__':
+  sys.exit(main())

@@ -1,0 +1,64 @@
+"""Shared test helpers: run a launch program in its own process group, bounded."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable, Optional, Sequence
+
+import psutil
+import pytest
+
+
+def _group_alive(pgid: int) -> bool:
+  try:
+    os.killpg(pgid, 0)
+    return True
+  except ProcessLookupError:
+    return False
+
+
+def node_process(root_pid: int, title: str) -> Optional[psutil.Process]:
+  """The process running node `title`, under Launchpad's output decorator."""
+  for process in psutil.Process(root_pid).children(recursive=True):
+    try:
+      command = process.cmdline()
+    except psutil.Error:
+      continue
+    if any(part.endswith('decorate_output') for part in command) and title in command:
+      children = process.children()
+      return children[0] if children else None
+  return None
+
+
+def run_module(module: str, args: Sequence[str], timeout_s: float,
+               during: Optional[Callable[[subprocess.Popen], None]] = None):
+  """Runs `python -m module args` in a new process group; kills the group after.
+
+  Returns returncode, output, elapsed seconds, and whether any process of the
+  group outlived the program (which is then SIGKILLed). Never hangs: past
+  `timeout_s` the whole group is killed and the test fails.
+  """
+  start = time.time()
+  process = subprocess.Popen([sys.executable, '-m', module, *args],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True, text=True)
+  pgid = process.pid
+  try:
+    if during is not None:
+      during(process)
+    output, _ = process.communicate(timeout=timeout_s)
+  except subprocess.TimeoutExpired:
+    os.killpg(pgid, signal.SIGKILL)
+    output, _ = process.communicate()
+    pytest.fail(f'{module} exceeded {timeout_s} s:\n{output[-5000:]}')
+  elapsed = time.time() - start
+  deadline = time.time() + 5
+  while _group_alive(pgid) and time.time() < deadline:
+    time.sleep(0.1)
+  leftovers = _group_alive(pgid)
+  if leftovers:
+    os.killpg(pgid, signal.SIGKILL)
+  return dict(returncode=process.returncode, output=output, elapsed=elapsed,
+              leftovers=leftovers)
