@@ -170,10 +170,6 @@ def _evaluator(learner, counter, program, agent, run_dir):
       seed=program.seed)
 
 
-def _counter():
-  from acme.utils import counting  # pylint: disable=g-import-not-at-top
-  return counting.Counter()
-
 
 def topology(program: ProgramConfig,
              agent: config_lib.ApeXDQNConfig) -> Dict[str, Any]:
@@ -193,7 +189,7 @@ def make_program(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
     replay_node = lp_program.add_node(
         lp.ReverbNode(functools.partial(_replay_tables, program, agent)))
   with lp_program.group('counter'):
-    counter = lp_program.add_node(lp.CourierNode(_counter))
+    counter = lp_program.add_node(lp.CourierNode(launching.make_counter))
   with lp_program.group('learner'):
     learner = lp_program.add_node(lp.CourierNode(
         _learner, replay_node, counter, program, agent, run_dir))
@@ -228,26 +224,19 @@ def run(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
             'replay_capacity': agent.replay_soft_capacity,
             'program': dataclasses.asdict(program),
             'apex_dqn': dataclasses.asdict(agent)}
-  record = run_records.RunRecord.create('apex_dqn', config,
-                                        topology(program, agent),
-                                        root=runs_root, run_id=run_id)
-  print(f'[apex_dqn] run record: {record.run_dir}', flush=True)
-  print(f'[apex_dqn] launching {json.dumps(topology(program, agent)["nodes"])} '
-        f'on {program.environment} ({program.profile} profile, '
-        f'{program.launch_type}); stops after {program.max_seconds:.0f} s'
-        + (f' or {program.max_actor_frames:,} frames'
-           if program.max_actor_frames else '')
-        + (f' or {program.max_learner_steps:,} learner steps'
-           if program.max_learner_steps else ''), flush=True)
-  outcome = launching.launch_and_wait(
-      make_program(program, agent, str(record.run_dir)),
+  bounds = [f'{program.max_seconds:.0f} s']
+  if program.max_actor_frames:
+    bounds.append(f'{program.max_actor_frames:,} frames')
+  if program.max_learner_steps:
+    bounds.append(f'{program.max_learner_steps:,} learner steps')
+  return launching.run_recorded(
+      'apex_dqn', config, topology(program, agent),
+      functools.partial(make_program, program, agent),
       launch_type=program.launch_type, max_seconds=program.max_seconds,
+      description=(f'{program.environment}, {program.profile} profile; stops '
+                   f'at the first of {", ".join(bounds)}'),
+      runs_root=runs_root, run_id=run_id,
       critical_groups=('supervisor', 'learner', 'counter'))
-  summary = record.read_summary() or {'stop_reason': 'no summary written'}
-  summary['launcher'] = {**dataclasses.asdict(outcome),
-                         'stopped_by_watchdog': outcome.stopped_by_watchdog}
-  record.write_summary(summary)
-  return summary
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

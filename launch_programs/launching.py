@@ -20,16 +20,19 @@ name, so unrelated processes are never touched.
 """
 
 import dataclasses
+import json
 import os
 import signal
 import sys
 import threading
 import time
-from typing import Any, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 from absl import flags
 import launchpad as lp
 import psutil
+
+from reproductions import run_records
 
 LAUNCH_TYPES = ('local_mp', 'local_mt')
 
@@ -174,3 +177,37 @@ def limit_tf_threads(intra_op: int = 1, inter_op: int = 1) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(inter_op)
   except RuntimeError:
     pass
+
+
+def make_counter():
+  """The shared counter node's object (Acme's; imports no TensorFlow)."""
+  from acme.utils import counting  # pylint: disable=g-import-not-at-top
+  return counting.Counter()
+
+
+def run_recorded(name: str, config: Mapping[str, Any],
+                 topology: Mapping[str, Any],
+                 make_program: Callable[[str], lp.Program], *,
+                 launch_type: str, max_seconds: float, description: str,
+                 runs_root: Optional[str] = None, run_id: Optional[str] = None,
+                 **launch_options: Any) -> Dict[str, Any]:
+  """Creates a run record, runs the program to its end, returns its summary.
+
+  The one sequence every program follows: record first (so a crash still
+  leaves the config), say what is launched, launch with the bounds above,
+  then add the launcher's account (how it stopped) to the supervisor's
+  summary.
+  """
+  record = run_records.RunRecord.create(name, config, topology,
+                                        root=runs_root, run_id=run_id)
+  print(f'[{name}] run record: {record.run_dir}', flush=True)
+  print(f'[{name}] launching {json.dumps(dict(topology["nodes"]))} with '
+        f'{launch_type}; {description}', flush=True)
+  outcome = launch_and_wait(make_program(str(record.run_dir)),
+                            launch_type=launch_type, max_seconds=max_seconds,
+                            **launch_options)
+  summary = record.read_summary() or {'stop_reason': 'no summary written'}
+  summary['launcher'] = {**dataclasses.asdict(outcome),
+                         'stopped_by_watchdog': outcome.stopped_by_watchdog}
+  record.write_summary(summary)
+  return summary

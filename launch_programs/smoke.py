@@ -17,7 +17,6 @@ hyperparameters are chosen only to learn Catch quickly.
 import argparse
 import dataclasses
 import functools
-import json
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
@@ -26,7 +25,6 @@ import launchpad as lp
 
 from launch_programs import launching
 from launch_programs import supervisor as supervisor_lib
-from reproductions import run_records
 
 REPLAY_TABLE = 'smoke_replay'
 
@@ -229,10 +227,6 @@ class SmokeActor:
             'recent_mean_return': sum(recent) / len(recent) if recent else None}
 
 
-def _make_counter():
-  from acme.utils import counting  # pylint: disable=g-import-not-at-top
-  return counting.Counter()
-
 
 def make_program(config: SmokeConfig, run_dir: str) -> lp.Program:
   config.validate()
@@ -241,7 +235,7 @@ def make_program(config: SmokeConfig, run_dir: str) -> lp.Program:
     replay = program.add_node(
         lp.ReverbNode(functools.partial(make_replay_tables, config)))
   with program.group('counter'):
-    counter = program.add_node(lp.CourierNode(_make_counter))
+    counter = program.add_node(lp.CourierNode(launching.make_counter))
   with program.group('learner'):
     learner = program.add_node(lp.CourierNode(SmokeLearner, replay, counter, config))
   actors = {}
@@ -269,24 +263,16 @@ def run(config: SmokeConfig, runs_root: Optional[str] = None,
         run_id: Optional[str] = None) -> Dict[str, Any]:
   """Creates the run record, runs the program to its bound, returns its summary."""
   config.validate()
-  record = run_records.RunRecord.create(
+  return launching.run_recorded(
       'smoke', dataclasses.asdict(config), topology(config),
-      root=runs_root, run_id=run_id)
-  print(f'[smoke] run record: {record.run_dir}', flush=True)
-  print(f'[smoke] launching {json.dumps(topology(config)["nodes"])} with '
-        f'{config.launch_type}; stops at {config.max_learner_steps} learner '
-        f'steps or {config.max_seconds:.0f} s', flush=True)
-  program = make_program(config, str(record.run_dir))
-  outcome = launching.launch_and_wait(
-      program, launch_type=config.launch_type, max_seconds=config.max_seconds,
+      functools.partial(make_program, config),
+      launch_type=config.launch_type, max_seconds=config.max_seconds,
+      description=(f'stops at {config.max_learner_steps} learner steps or '
+                   f'{config.max_seconds:.0f} s'),
+      runs_root=runs_root, run_id=run_id,
       critical_groups=('supervisor', 'replay', 'learner', 'counter'),
       # Nothing to flush: nodes that linger after the stop are not waited for.
       stop_grace_s=3.0)
-  summary = record.read_summary() or {'stop_reason': 'no summary written'}
-  summary['launcher'] = {**dataclasses.asdict(outcome),
-                         'stopped_by_watchdog': outcome.stopped_by_watchdog}
-  record.write_summary(summary)
-  return summary
 
 
 def describe(summary: Dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ It imports no TensorFlow: it stays a light process under `local_mp`.
 """
 
 import concurrent.futures
+import functools
 import time
 from typing import Any, Callable, Dict, Mapping, Optional
 
@@ -46,7 +47,7 @@ class Supervisor:
                report_period_s: float = 5.0,
                final_reports: Optional[Mapping[str, Any]] = None,
                final_report_method: str = 'report',
-               print_fn: Callable[[str], None] = print):
+               print_fn: Optional[Callable[[str], None]] = None):
     if not (max_learner_steps or max_actor_frames or max_seconds):
       raise ValueError('a supervisor needs at least one bound: '
                        'max_learner_steps, max_actor_frames or max_seconds')
@@ -59,7 +60,8 @@ class Supervisor:
     self._report_period_s = report_period_s
     self._final_reports = dict(final_reports or {})
     self._final_report_method = final_report_method
-    self._print = print_fn
+    # Node stdout is a pipe, block-buffered: flush so progress shows live.
+    self._print = print_fn or functools.partial(print, flush=True)
     self._logger = self._record.metrics_logger('supervisor', tensorboard=False)
 
   def _progress(self, counts: Mapping[str, float], elapsed: float,

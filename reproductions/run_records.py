@@ -65,6 +65,8 @@ def atomic_write_bytes(path: os.PathLike, data: bytes) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
   fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', dir=path.parent)
   try:
+    # mkstemp creates 0600; records are meant to be read by others too.
+    os.fchmod(fd, 0o644)
     with os.fdopen(fd, 'wb') as f:
       f.write(data)
       f.flush()
