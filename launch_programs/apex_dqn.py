@@ -215,8 +215,8 @@ def make_program(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
 
 def run(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
         runs_root: Optional[str] = None,
-        run_id: Optional[str] = None) -> Dict[str, Any]:
-  """Creates the run record, runs to the first bound, returns the summary."""
+        run_id: Optional[str] = None, resume: bool = False) -> Dict[str, Any]:
+  """Creates (or resumes) the run record, runs to the first bound."""
   program.validate()
   config = {'agent': 'apex_dqn', 'game': game_name(program),
             'games': [game_name(program)], 'profile': program.profile,
@@ -235,7 +235,7 @@ def run(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
       launch_type=program.launch_type, max_seconds=program.max_seconds,
       description=(f'{program.environment}, {program.profile} profile; stops '
                    f'at the first of {", ".join(bounds)}'),
-      runs_root=runs_root, run_id=run_id,
+      runs_root=runs_root, run_id=run_id, resume=resume,
       critical_groups=('supervisor', 'learner', 'counter'))
 
 
@@ -257,7 +257,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                            'e.g. --set learning_rate=0.001')
   parser.add_argument('--runs_root', default=None)
   parser.add_argument('--run_id', default=None)
+  parser.add_argument('--resume', action='store_true',
+                      help='continue the run --run_id from its checkpoints')
   args = parser.parse_args(argv)
+  if args.resume and not args.run_id:
+    parser.error('--resume needs --run_id (the run to continue)')
   program = ProgramConfig(
       environment=args.environment, profile=args.profile,
       max_seconds=60.0 * args.minutes, max_actor_frames=args.max_actor_frames,
@@ -271,7 +275,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     agent = make_agent_config(program, **overrides)
   except (ValueError, TypeError) as error:
     parser.error(str(error))
-  summary = run(program, agent, args.runs_root, args.run_id)
+  summary = run(program, agent, args.runs_root, args.run_id, args.resume)
   print(json.dumps({k: summary.get(k) for k in ('stop_reason', 'counts')},
                    default=str), flush=True)
   evaluator = summary.get('nodes', {}).get('evaluator/0', {})

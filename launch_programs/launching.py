@@ -190,16 +190,24 @@ def run_recorded(name: str, config: Mapping[str, Any],
                  make_program: Callable[[str], lp.Program], *,
                  launch_type: str, max_seconds: float, description: str,
                  runs_root: Optional[str] = None, run_id: Optional[str] = None,
+                 resume: bool = False,
                  **launch_options: Any) -> Dict[str, Any]:
   """Creates a run record, runs the program to its end, returns its summary.
 
   The one sequence every program follows: record first (so a crash still
   leaves the config), say what is launched, launch with the bounds above,
   then add the launcher's account (how it stopped) to the supervisor's
-  summary.
+  summary. With `resume`, the existing record `run_id` is continued: nodes
+  restore from its checkpoints and append to its files.
   """
-  record = run_records.RunRecord.create(name, config, topology,
-                                        root=runs_root, run_id=run_id)
+  if resume:
+    if not run_id:
+      raise ValueError('resuming needs the run id of the run to continue')
+    record = run_records.RunRecord.resume(run_id, root=runs_root)
+    print(f'[{name}] resuming {record.run_dir}', flush=True)
+  else:
+    record = run_records.RunRecord.create(name, config, topology,
+                                          root=runs_root, run_id=run_id)
   print(f'[{name}] run record: {record.run_dir}', flush=True)
   print(f'[{name}] launching {json.dumps(dict(topology["nodes"]))} with '
         f'{launch_type}; {description}', flush=True)

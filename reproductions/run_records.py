@@ -268,6 +268,18 @@ class RunRecord:
     AppendOnlyCsv(record.run_dir / EVALUATION_FILE, EVALUATION_COLUMNS)
     return record
 
+  @classmethod
+  def resume(cls, run_id: str, root: Optional[os.PathLike] = None) -> 'RunRecord':
+    """Reopens an existing run to continue it (checkpoints, appended rows)."""
+    root = pathlib.Path(root) if root is not None else DEFAULT_ROOT
+    record = cls(root / run_id)
+    if not record.exists():
+      existing = [r.run_id for r in list_runs(root)]
+      raise FileNotFoundError(
+          f'no run record {record.run_dir} to resume; runs under {root}: '
+          f'{", ".join(existing) or "none"}')
+    return record
+
   # Paths ---------------------------------------------------------------------
 
   @property

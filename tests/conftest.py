@@ -27,8 +27,13 @@ def node_process(root_pid: int, title: str) -> Optional[psutil.Process]:
     except psutil.Error:
       continue
     if any(part.endswith('decorate_output') for part in command) and title in command:
-      children = process.children()
-      return children[0] if children else None
+      # The wrapper pipes the node through sed: pick the node's own process.
+      for child in process.children(recursive=True):
+        try:
+          if any(part.endswith('process_entry.py') for part in child.cmdline()):
+            return child
+        except psutil.Error:
+          continue
   return None
 
 

@@ -6,11 +6,13 @@ n = 3 double-Q, prioritized replay with actor-computed priorities, centered
 RMSProp); only sizes and the learning rate are scaled to learn in seconds.
 """
 
+import time
+
 import numpy as np
 
 from reproductions import run_records
 
-from conftest import run_module
+from conftest import node_process, run_module
 
 _LEARNER_STEPS = 2500
 
@@ -51,3 +53,74 @@ def test_apex_dqn_solves_catch_within_a_bounded_number_of_steps(tmp_path):
     report = summary['nodes'][actor]
     assert report['items_sent'] > 0, report
   assert summary['nodes']['actor/0']['epsilon'] > summary['nodes']['actor/1']['epsilon']
+
+
+_CATCH_ARGS = ['--environment', 'catch', '--num_actors', '2', '--no_evaluator',
+               '--set', 'learning_rate=0.001', '--set', 'min_replay_size=500',
+               '--set', 'batch_size=32', '--set', 'target_update_period=100']
+
+
+def test_a_killed_actor_does_not_stop_learning(tmp_path):
+  """App. F: actors may die at any time; the learner carries on."""
+  killed = {}
+
+  def kill_an_actor_once_learning(process):
+    record = run_records.RunRecord(tmp_path / 'kill')
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+      rows = record.read_metrics('supervisor') if record.exists() else []
+      if rows and (rows[-1].get('learner_steps') or 0) > 50:
+        actor = node_process(process.pid, 'actor/1')
+        if actor is not None:
+          actor.kill()
+          killed['learner_steps'] = rows[-1]['learner_steps']
+          return
+      time.sleep(0.5)
+
+  result = run_module(
+      'launch_programs.apex_dqn',
+      _CATCH_ARGS + ['--minutes', '3', '--max_learner_steps', '1200',
+                     '--runs_root', str(tmp_path), '--run_id', 'kill'],
+      timeout_s=300, during=kill_an_actor_once_learning)
+  assert 'learner_steps' in killed, result['output'][-3000:]
+  assert result['returncode'] == 0 and not result['leftovers']
+  summary = run_records.RunRecord(tmp_path / 'kill').read_summary()
+  # The program ran on to its learner-step bound, stopped by its supervisor.
+  assert summary['stop_reason'] == 'learner steps reached 1200', summary
+  assert summary['launcher']['stop_cause'] == 'program'
+  assert 'error' in summary['nodes']['actor/1']       # the dead actor
+  assert summary['nodes']['actor/0']['steps'] > 0     # the live one went on
+
+
+def test_a_restarted_program_resumes_the_learner_from_its_checkpoint(tmp_path):
+  """Network, optimizer, target network and counters come back (App. F)."""
+  common = _CATCH_ARGS + ['--minutes', '3', '--runs_root', str(tmp_path),
+                          '--run_id', 'resume']
+  first = run_module('launch_programs.apex_dqn',
+                     common + ['--max_learner_steps', '300'], timeout_s=300)
+  assert first['returncode'] == 0, first['output'][-3000:]
+  record = run_records.RunRecord(tmp_path / 'resume')
+  first_summary = record.read_summary()
+  steps_at_stop = first_summary['nodes']['learner']['learner_steps']
+  assert steps_at_stop >= 300
+  checkpoints = list((record.checkpoint_dir / 'learner').glob('ckpt-*.index'))
+  assert checkpoints, 'the learner left no checkpoint'
+
+  second = run_module('launch_programs.apex_dqn',
+                      common + ['--max_learner_steps', '600', '--resume'],
+                      timeout_s=300)
+  assert second['returncode'] == 0, second['output'][-3000:]
+  assert 'resuming' in second['output']
+  summary = record.read_summary()
+  learner = summary['nodes']['learner']
+  # Steps continue from the checkpoint: this run took fewer than its total.
+  assert learner['learner_steps'] >= 600
+  assert learner['learner_steps_this_run'] < learner['learner_steps']
+  assert learner['learner_steps'] - learner['learner_steps_this_run'] >= 300
+  # The counter was restored too: its counts continue from the first run's
+  # (from a snapshot at most ~2 s old if the counter stopped first).
+  restored_learner_steps = (summary['counts']['learner_steps']
+                            - learner['learner_steps_this_run'])
+  assert restored_learner_steps >= 0.8 * first_summary['counts']['learner_steps'], (
+      first_summary['counts'], summary['counts'], learner)
+  assert summary['counts']['actor_steps'] > first_summary['counts']['actor_steps']

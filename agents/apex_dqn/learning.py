@@ -84,6 +84,7 @@ _RETRYABLE_ERRORS = (
     tf.errors.InternalError,
     tf.errors.AbortedError,
     tf.errors.UnknownError,
+    reverb.errors.ReverbError,  # e.g. the bounded server_info probe timing out
     StopIteration,
     ConnectionError,
     TimeoutError,
@@ -156,6 +157,7 @@ class ApeXDQNLearner:
     self._target_network = target_network
     self._client = replay_client
     self._counter = counter
+    self._counter_increments = _BackgroundIncrements(counter)
     self._logger = logger
     self._checkpoint_period_s = float(checkpoint_period_s)
     self._retry_period_s = float(retry_period_s)
@@ -397,7 +399,7 @@ class ApeXDQNLearner:
     self._last_loss = float(out['loss'].numpy())
     self._last_grad_norm = float(out['gradient_norm'].numpy())
     if self._counter is not None:
-      self._counter.increment(learner_steps=1)
+      self._counter_increments.increment(learner_steps=1)
     metrics = {
         'learner_steps': int(self._num_steps.numpy()),
         'loss': self._last_loss,
@@ -491,10 +493,20 @@ class ApeXDQNLearner:
     if self._manager is None:
       return None
     if self._counter is not None and hasattr(self._counter, 'save'):
-      state = tree.map_structure(
-          lambda x: x.item() if hasattr(x, 'item') else x,
-          self._counter.save())
-      self._counter_state.assign(json.dumps(state))
+      # At shutdown the counter node may stop before the learner, and a call
+      # to a stopped node never returns: if the pending increments cannot be
+      # delivered promptly, the counter is gone and its state as of the last
+      # snapshot (at most ~2 s old) is checkpointed instead.
+      state = None
+      if self._counter_increments.flush(timeout_s=2.0):
+        state = _call_with_timeout(self._counter.save, timeout_s=2.0)
+      if state is None:
+        state = self._counter_increments.latest_state
+        logging.warning('Counter unreachable; checkpointing its last snapshot.')
+      if state is not None:
+        state = tree.map_structure(
+            lambda x: x.item() if hasattr(x, 'item') else x, state)
+        self._counter_state.assign(json.dumps(state))
     path = self._manager.save(checkpoint_number=self._num_steps)
     self._last_checkpoint_time = time.time()
     logging.info('Learner checkpoint at step %d: %s',
@@ -542,3 +554,76 @@ class ApeXDQNLearner:
       except Exception as e:  # pylint: disable=broad-except
         result['replay_error'] = type(e).__name__
     return result
+
+
+def _call_with_timeout(function: Callable[[], Any], timeout_s: float) -> Any:
+  """function() or None if it raises or takes longer than `timeout_s`."""
+  result = {}
+
+  def target():
+    try:
+      result['value'] = function()
+    except Exception as error:  # pylint: disable=broad-except
+      logging.warning('Call failed: %s', error)
+
+  thread = threading.Thread(target=target, daemon=True)
+  thread.start()
+  thread.join(timeout_s)
+  return result.get('value')
+
+
+class _BackgroundIncrements:
+  """Counter increments off the learner's critical path, batched.
+
+  Why: the counter is another node, and a Courier call to a node that has
+  already stopped blocks for good. Called inline, the learner's per-step
+  increment would hang it at shutdown before its final checkpoint. Here a
+  daemon thread sends the accumulated counts; the learner never waits on it
+  except through the bounded `flush`. The same thread keeps a snapshot of the
+  counter's state (at most `snapshot_period_s` old) for checkpoints taken when
+  the counter can no longer be reached.
+  """
+
+  def __init__(self, counter: Any, snapshot_period_s: float = 2.0):
+    self._counter = counter
+    self._snapshot_period_s = snapshot_period_s
+    self._last_snapshot = -float('inf')
+    self.latest_state: Optional[Dict[str, Any]] = None
+    self._pending: Dict[str, float] = {}
+    self._lock = threading.Lock()
+    self._wake = threading.Event()
+    self._idle = threading.Event()
+    self._idle.set()
+    if counter is not None:
+      threading.Thread(target=self._loop, daemon=True,
+                       name='apex_learner_counter').start()
+
+  def increment(self, **counts: float) -> None:
+    with self._lock:
+      for key, value in counts.items():
+        self._pending[key] = self._pending.get(key, 0) + value
+      self._idle.clear()
+    self._wake.set()
+
+  def flush(self, timeout_s: float) -> bool:
+    """Waits (at most `timeout_s`) until every increment has been sent."""
+    return self._idle.wait(timeout_s)
+
+  def _loop(self) -> None:
+    while True:
+      self._wake.wait()
+      self._wake.clear()
+      with self._lock:
+        counts, self._pending = self._pending, {}
+      if counts:
+        try:
+          self._counter.increment(**counts)
+          if (hasattr(self._counter, 'save') and time.time() -
+              self._last_snapshot >= self._snapshot_period_s):
+            self.latest_state = self._counter.save()
+            self._last_snapshot = time.time()
+        except Exception as error:  # pylint: disable=broad-except
+          logging.warning('Counter increment failed: %s', error)
+      with self._lock:
+        if not self._pending:
+          self._idle.set()
