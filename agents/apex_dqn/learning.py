@@ -496,7 +496,7 @@ class ApeXDQNLearner:
       # At shutdown the counter node may stop before the learner, and a call
       # to a stopped node never returns: if the pending increments cannot be
       # delivered promptly, the counter is gone and its state as of the last
-      # snapshot (at most ~2 s old) is checkpointed instead.
+      # snapshot (about a second old, more on a loaded machine) is checkpointed instead.
       state = None
       if self._counter_increments.flush(timeout_s=2.0):
         state = _call_with_timeout(self._counter.save, timeout_s=2.0)
@@ -584,7 +584,7 @@ class _BackgroundIncrements:
   the counter can no longer be reached.
   """
 
-  def __init__(self, counter: Any, snapshot_period_s: float = 2.0):
+  def __init__(self, counter: Any, snapshot_period_s: float = 1.0):
     self._counter = counter
     self._snapshot_period_s = snapshot_period_s
     self._last_snapshot = -float('inf')
