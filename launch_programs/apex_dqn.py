@@ -110,15 +110,16 @@ def make_network(environment_spec: Tuple[Tuple[int, ...], int],
   return dqn.DuelingMLP(num_actions, gradient_scale=scale)
 
 
-def _spec(program, agent) -> Tuple[Tuple[int, ...], int]:
-  environment = make_environment(program, agent, evaluation=False, seed=0)
+def _spec(environment) -> Tuple[Tuple[int, ...], int]:
+  """(observation shape, number of actions): what the network is built from."""
   return (tuple(environment.observation_spec().shape),
           int(environment.action_spec().num_values))
 
 
 def _replay_tables(program, agent):
   from agents.apex_dqn import replay  # pylint: disable=g-import-not-at-top
-  observation_shape, _ = _spec(program, agent)
+  observation_shape, _ = _spec(
+      make_environment(program, agent, evaluation=False, seed=0))
   signature = replay.transition_signature(
       observation_shape, compressed=agent.compress_observations)
   return replay.make_replay_tables(agent, signature)
@@ -129,8 +130,8 @@ def _learner(replay_client, counter, program, agent, run_dir):
   from acme import specs  # pylint: disable=g-import-not-at-top
   from agents.apex_dqn import learning  # pylint: disable=g-import-not-at-top
   from agents.apex_dqn import replay  # pylint: disable=g-import-not-at-top
-  spec = _spec(program, agent)
   environment = make_environment(program, agent, evaluation=False, seed=0)
+  spec = _spec(environment)
   record = run_records.RunRecord(run_dir)
   return learning.ApeXDQNLearner(
       make_network(spec, agent), make_network(spec, agent),
@@ -146,12 +147,12 @@ def _learner(replay_client, counter, program, agent, run_dir):
 def _actor(replay_client, learner, counter, actor_id, program, agent, run_dir):
   launching.limit_tf_threads()
   from agents.apex_dqn import actor  # pylint: disable=g-import-not-at-top
-  spec = _spec(program, agent)
+  environment = make_environment(program, agent, evaluation=False,
+                                 seed=program.seed * 10_000 + 1 + actor_id)
   record = run_records.RunRecord(run_dir)
   return actor.ApeXDQNActor(
-      make_environment(program, agent, evaluation=False,
-                       seed=program.seed * 10_000 + 1 + actor_id),
-      make_network(spec, agent), replay_client, agent, actor_id,
+      environment, make_network(_spec(environment), agent), replay_client,
+      agent, actor_id,
       variable_source=learner, counter=counter,
       logger=record.metrics_logger(f'actor/{actor_id}', tensorboard=False),
       frames_per_step=frames_per_step(program, agent),
@@ -161,11 +162,11 @@ def _actor(replay_client, learner, counter, actor_id, program, agent, run_dir):
 def _evaluator(learner, counter, program, agent, run_dir):
   launching.limit_tf_threads()
   from agents.apex_dqn import evaluation  # pylint: disable=g-import-not-at-top
-  spec = _spec(program, agent)
+  environment = make_environment(program, agent, evaluation=True,
+                                 seed=program.seed * 10_000 + 9_999)
   return evaluation.ApeXDQNEvaluator(
-      make_environment(program, agent, evaluation=True,
-                       seed=program.seed * 10_000 + 9_999),
-      make_network(spec, agent), learner, agent, run_dir, game_name(program),
+      environment, make_network(_spec(environment), agent), learner, agent,
+      run_dir, game_name(program),
       counter=counter, frames_per_step=frames_per_step(program, agent),
       seed=program.seed)
 
