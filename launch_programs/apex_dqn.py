@@ -9,10 +9,15 @@ program runs 1 or 360 actors.
     python -m launch_programs.apex_dqn --environment atari/pong --minutes 10
     python -m launch_programs.apex_dqn --environment catch --num_actors 2
 
-Placement: under `local_mp` each node is a process. One process per actor is
-the paper's one-environment-per-actor semantics; it costs a TF runtime per
-actor (hundreds of MB), so hundreds of actors on one machine need another
-placement (not built yet; see README "Status").
+Placement: under `local_mp` each node is a process. `actors_per_node` = 1
+gives every actor its own process, the paper's one-actor-per-machine layout;
+it costs a TF runtime per actor (~550 MB), so 256 actors would need ~140 GB.
+`actors_per_node` = K hosts K of the paper's actors in one node (each still
+with its own environment, epsilon, n-step stream and buffer; see
+agents/apex_dqn/actor.py) and batches their forward passes; 256 actors then
+fit in ~3 GB (README "Measured performance"). `--learner_cpus` /
+`--other_cpus` pin the learner and everything else to disjoint cores, the
+CPU budget the benchmark states.
 """
 
 import argparse
@@ -30,6 +35,8 @@ from launch_programs import supervisor as supervisor_lib
 from reproductions import run_records
 
 PROFILES = ('local', 'paper')
+# Local profile placement: measured in README "Measured performance".
+LOCAL_ACTORS_PER_NODE = 4
 
 
 @dataclasses.dataclass
@@ -44,6 +51,13 @@ class ProgramConfig:
   evaluator: bool = True
   seed: int = 0
   report_period_s: float = 10.0
+  # Placement, not a paper value: how many of the paper's actors one actor
+  # node hosts (1 = the paper's one actor per machine).
+  actors_per_node: int = 1
+  # CPU pinning (None: the OS schedules freely). The learner node's cores,
+  # and the cores of every other node.
+  learner_cpus: Optional[Tuple[int, ...]] = None
+  other_cpus: Optional[Tuple[int, ...]] = None
 
   def validate(self) -> None:
     if self.profile not in PROFILES:
@@ -51,6 +65,16 @@ class ProgramConfig:
     if self.launch_type not in launching.LAUNCH_TYPES:
       raise ValueError(f'launch_type {self.launch_type!r}: valid choices are '
                        f'{launching.LAUNCH_TYPES}')
+    if int(self.actors_per_node) != self.actors_per_node or (
+        self.actors_per_node < 1):
+      raise ValueError(f'actors_per_node must be an integer >= 1, got '
+                       f'{self.actors_per_node!r}')
+    for name in ('learner_cpus', 'other_cpus'):
+      cpus = getattr(self, name)
+      if cpus is not None and (not cpus or any(
+          c not in launching.available_cpus() for c in cpus)):
+        raise ValueError(f'{name} {cpus!r}: valid cores here are '
+                         f'{sorted(launching.available_cpus())}')
     family = self.environment.split('/')[0]
     if family not in ('atari', 'catch'):
       raise ValueError(
@@ -125,8 +149,28 @@ def _replay_tables(program, agent):
   return replay.make_replay_tables(agent, signature)
 
 
+def actor_groups(program: ProgramConfig,
+                 agent: config_lib.ApeXDQNConfig) -> Tuple[Tuple[int, ...], ...]:
+  """The actor ids each actor node hosts: consecutive blocks of K."""
+  k = program.actors_per_node
+  return tuple(tuple(range(start, min(start + k, agent.num_actors)))
+               for start in range(0, agent.num_actors, k))
+
+
+def _replay_node(program, agent):
+  launching.pin_process_to_cpus(program.other_cpus)
+  return _replay_tables(program, agent)
+
+
+def _counter_node(program):
+  launching.pin_process_to_cpus(program.other_cpus)
+  return launching.make_counter()
+
+
 def _learner(replay_client, counter, program, agent, run_dir):
-  launching.limit_tf_threads(intra_op=2)
+  launching.pin_process_to_cpus(program.learner_cpus)
+  launching.limit_tf_threads(
+      intra_op=len(program.learner_cpus) if program.learner_cpus else 2)
   from acme import specs  # pylint: disable=g-import-not-at-top
   from agents.apex_dqn import learning  # pylint: disable=g-import-not-at-top
   from agents.apex_dqn import replay  # pylint: disable=g-import-not-at-top
@@ -144,22 +188,27 @@ def _learner(replay_client, counter, program, agent, run_dir):
           observation_shape=spec[0], rate_limiter_timeout_ms=1000))
 
 
-def _actor(replay_client, learner, counter, actor_id, program, agent, run_dir):
+def _actor(replay_client, learner, counter, node_index, actor_ids, program,
+           agent, run_dir):
+  launching.pin_process_to_cpus(program.other_cpus)
   launching.limit_tf_threads()
   from agents.apex_dqn import actor  # pylint: disable=g-import-not-at-top
-  environment = make_environment(program, agent, evaluation=False,
-                                 seed=program.seed * 10_000 + 1 + actor_id)
+  environments = [
+      make_environment(program, agent, evaluation=False,
+                       seed=program.seed * 10_000 + 1 + actor_id)
+      for actor_id in actor_ids]
   record = run_records.RunRecord(run_dir)
   return actor.ApeXDQNActor(
-      environment, make_network(_spec(environment), agent), replay_client,
-      agent, actor_id,
+      environments, make_network(_spec(environments[0]), agent),
+      replay_client, agent, list(actor_ids),
       variable_source=learner, counter=counter,
-      logger=record.metrics_logger(f'actor/{actor_id}', tensorboard=False),
+      logger=record.metrics_logger(f'actor/{node_index}', tensorboard=False),
       frames_per_step=frames_per_step(program, agent),
-      seed=program.seed * 10_000 + actor_id)
+      seed=program.seed * 10_000 + actor_ids[0])
 
 
 def _evaluator(learner, counter, program, agent, run_dir):
+  launching.pin_process_to_cpus(program.other_cpus)
   launching.limit_tf_threads()
   from agents.apex_dqn import evaluation  # pylint: disable=g-import-not-at-top
   environment = make_environment(program, agent, evaluation=True,
@@ -174,9 +223,14 @@ def _evaluator(learner, counter, program, agent, run_dir):
 
 def topology(program: ProgramConfig,
              agent: config_lib.ApeXDQNConfig) -> Dict[str, Any]:
-  nodes = {'replay': 1, 'counter': 1, 'learner': 1, 'actor': agent.num_actors,
+  groups = actor_groups(program, agent)
+  nodes = {'replay': 1, 'counter': 1, 'learner': 1, 'actor': len(groups),
            'evaluator': int(program.evaluator), 'supervisor': 1}
   return {'launch_type': program.launch_type, 'nodes': nodes,
+          'actors': agent.num_actors,
+          'actors_per_node': program.actors_per_node,
+          'learner_cpus': program.learner_cpus,
+          'other_cpus': program.other_cpus,
           'placement': 'one process per node (local_mp)'
                        if program.launch_type == 'local_mp'
                        else 'threads of one process (local_mt)'}
@@ -188,17 +242,18 @@ def make_program(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
   lp_program = lp.Program('apex_dqn')
   with lp_program.group('replay'):
     replay_node = lp_program.add_node(
-        lp.ReverbNode(functools.partial(_replay_tables, program, agent)))
+        lp.ReverbNode(functools.partial(_replay_node, program, agent)))
   with lp_program.group('counter'):
-    counter = lp_program.add_node(lp.CourierNode(launching.make_counter))
+    counter = lp_program.add_node(lp.CourierNode(_counter_node, program))
   with lp_program.group('learner'):
     learner = lp_program.add_node(lp.CourierNode(
         _learner, replay_node, counter, program, agent, run_dir))
   reports = {'learner': learner}
   with lp_program.group('actor'):
-    for i in range(agent.num_actors):
+    for i, actor_ids in enumerate(actor_groups(program, agent)):
       reports[f'actor/{i}'] = lp_program.add_node(lp.CourierNode(
-          _actor, replay_node, learner, counter, i, program, agent, run_dir))
+          _actor, replay_node, learner, counter, i, actor_ids, program, agent,
+          run_dir))
   if program.evaluator:
     with lp_program.group('evaluator'):
       reports['evaluator/0'] = lp_program.add_node(lp.CourierNode(
@@ -210,7 +265,8 @@ def make_program(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
         max_actor_frames=program.max_actor_frames,
         max_seconds=program.max_seconds,
         frames_per_actor_step=frames_per_step(program, agent),
-        report_period_s=program.report_period_s, final_reports=reports))
+        report_period_s=program.report_period_s, final_reports=reports,
+        cpus=program.other_cpus))
   return lp_program
 
 
@@ -252,10 +308,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser.add_argument('--launch_type', choices=launching.LAUNCH_TYPES,
                       default='local_mp')
   parser.add_argument('--no_evaluator', action='store_true')
+  parser.add_argument('--actors_per_node', type=int, default=None,
+                      help='how many of the paper\'s actors one actor node '
+                           'hosts, with batched inference (default: the '
+                           'profile\'s; 1 = one process per actor)')
+  parser.add_argument('--learner_cpus', type=_cpu_list, default=None,
+                      help='pin the learner to these cores, e.g. 0')
+  parser.add_argument('--other_cpus', type=_cpu_list, default=None,
+                      help='pin every other node to these cores, e.g. 1')
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument('--set', action='append', default=[], metavar='FIELD=VALUE',
                       help='override an ApeXDQNConfig field (repeatable), '
                            'e.g. --set learning_rate=0.001')
+  parser.add_argument('--report_period_s', type=float, default=10.0,
+                      help='seconds between progress lines and counter polls')
   parser.add_argument('--runs_root', default=None)
   parser.add_argument('--run_id', default=None)
   parser.add_argument('--resume', action='store_true',
@@ -267,7 +333,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       environment=args.environment, profile=args.profile,
       max_seconds=60.0 * args.minutes, max_actor_frames=args.max_actor_frames,
       max_learner_steps=args.max_learner_steps, launch_type=args.launch_type,
-      evaluator=not args.no_evaluator, seed=args.seed)
+      evaluator=not args.no_evaluator, seed=args.seed,
+      report_period_s=args.report_period_s,
+      actors_per_node=(args.actors_per_node if args.actors_per_node
+                       else default_actors_per_node(args.profile)),
+      learner_cpus=args.learner_cpus, other_cpus=args.other_cpus)
   overrides = parse_overrides(args.set)
   if args.num_actors is not None:
     overrides['num_actors'] = args.num_actors
@@ -284,6 +354,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f'[apex_dqn] evaluation: {evaluator["episodes"]} episodes, recent '
           f'mean score {evaluator["recent_mean_score"]}', flush=True)
   return 0
+
+
+def default_actors_per_node(profile: str) -> int:
+  """Paper: one actor per machine. Local: all actors of a node share a pass."""
+  return 1 if profile == 'paper' else LOCAL_ACTORS_PER_NODE
+
+
+def _cpu_list(text: str) -> Tuple[int, ...]:
+  try:
+    return tuple(int(c) for c in text.split(','))
+  except ValueError:
+    raise argparse.ArgumentTypeError(
+        f'{text!r}: expected comma-separated core numbers, e.g. 0 or 0,1')
 
 
 def parse_overrides(items: Sequence[str]) -> Dict[str, Any]:

@@ -26,7 +26,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Set
 
 from absl import flags
 import launchpad as lp
@@ -177,6 +177,29 @@ def limit_tf_threads(intra_op: int = 1, inter_op: int = 1) -> None:
     tf.config.threading.set_inter_op_parallelism_threads(inter_op)
   except RuntimeError:
     pass
+
+
+def available_cpus() -> Set[int]:
+  """The cores this process may run on."""
+  return set(os.sched_getaffinity(0))
+
+
+def pin_process_to_cpus(cpus: Optional[Sequence[int]]) -> None:
+  """Restricts every thread of this process (and threads it starts) to `cpus`.
+
+  Why every thread: Linux affinity is per thread and `sched_setaffinity(0)`
+  sets only the caller's; by the time a node's constructor runs, Launchpad
+  and Courier have started threads of their own. New threads inherit their
+  creator's mask. None leaves scheduling to the OS.
+  """
+  if cpus is None:
+    return
+  cpus = set(cpus)
+  for tid in os.listdir('/proc/self/task'):
+    try:
+      os.sched_setaffinity(int(tid), cpus)
+    except (ProcessLookupError, PermissionError):
+      pass  # the thread ended meanwhile
 
 
 def make_counter():

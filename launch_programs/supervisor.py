@@ -14,10 +14,11 @@ It imports no TensorFlow: it stays a light process under `local_mp`.
 import concurrent.futures
 import functools
 import time
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 import launchpad as lp
 
+from launch_programs import launching
 from reproductions import run_records
 
 # Courier calls to a busy or dead node must not hang the supervisor.
@@ -47,10 +48,12 @@ class Supervisor:
                report_period_s: float = 5.0,
                final_reports: Optional[Mapping[str, Any]] = None,
                final_report_method: str = 'report',
-               print_fn: Optional[Callable[[str], None]] = None):
+               print_fn: Optional[Callable[[str], None]] = None,
+               cpus: Optional[Sequence[int]] = None):
     if not (max_learner_steps or max_actor_frames or max_seconds):
       raise ValueError('a supervisor needs at least one bound: '
                        'max_learner_steps, max_actor_frames or max_seconds')
+    launching.pin_process_to_cpus(cpus)
     self._counter = counter
     self._record = run_records.RunRecord(run_dir)
     self._max_learner_steps = max_learner_steps

@@ -206,7 +206,8 @@ class MetricsLogger:
     if now - self._last_write < self._time_delta_s:
       return
     self._last_write = now
-    row = {'wall_time_s': round(now - self._start, 3), **values}
+    row = {'wall_time_s': round(now - self._start, 3),
+           'unix_time': round(now, 3), **values}
     self._csv.append(row)
     self._write_tensorboard(values)
     self._writes += 1

@@ -158,10 +158,10 @@ def test_transitions_are_sent_in_batches_of_b(catch_server):
   actor = actor_lib.ApeXDQNActor(UInt8Catch(seed=3), CatchQNetwork(), client,
                                  config, actor_id=0)
   actor.run_episode()  # 9 steps: fewer than B = 10, nothing sent yet
-  actor._in_flight and actor._in_flight.result()  # pylint: disable=expression-not-assigned
+  actor.wait_for_sends()
   assert client.server_info()[config.replay_table_name].current_size == 0
   actor.run_episode()  # 18 transitions: one batch of 10 sent, 8 buffered
-  actor._in_flight.result()  # pylint: disable=protected-access
+  actor.wait_for_sends()
   assert client.server_info()[config.replay_table_name].current_size == 10
   actor.flush()
   assert client.server_info()[config.replay_table_name].current_size == 18
@@ -195,3 +195,41 @@ def test_png_compressed_atari_transitions_round_trip():
           expected, rel=1e-4, abs=1e-5)
   finally:
     server.stop()
+
+
+def test_lanes_of_one_process_keep_their_own_actor_semantics(catch_server):
+  """Several of the paper's actors in one process: own epsilon, provenance,
+  n-step stream and priorities; one forward pass per step covers them all."""
+  config, client = catch_server
+  network = CatchQNetwork()
+  counter = CountingCounter()
+  ids = [1, 3]
+  actor = actor_lib.ApeXDQNActor([UInt8Catch(seed=5), UInt8Catch(seed=6)],
+                                 network, client, config, actor_id=ids,
+                                 counter=counter, frames_per_step=1)
+  assert actor.actor_ids == ids
+  finished = []
+  while len(finished) < 6:
+    finished.extend(actor.step())
+  actor.flush()
+  report = actor.report()
+  assert [lane['actor_id'] for lane in report['actors']] == ids
+  for lane, i in zip(report['actors'], ids):
+    assert lane['epsilon'] == pytest.approx(0.4 ** (1 + 7 * i / 3))
+  assert {r['actor_id'] for r in finished} == set(ids)
+  steps = {i: report['actors'][k]['steps'] for k, i in enumerate(ids)}
+  info = client.server_info()[config.replay_table_name]
+  assert info.current_size == sum(steps.values())
+  items = _all_items(client, config.replay_table_name, info.current_size)
+  per_actor = collections.defaultdict(list)
+  for priority, data in items.values():
+    assert priority == pytest.approx(_numpy_double_q_priority(network, data),
+                                     rel=1e-5, abs=1e-6)
+    actor_id, step = replay.split_provenance(data[5]['provenance'])
+    per_actor[int(actor_id)].append(int(step))
+  for i in ids:  # each lane's items are numbered 0..steps-1 by its own clock
+    assert sorted(per_actor[i]) == list(range(steps[i]))
+  assert counter.counts['actor_episodes'] == len(finished)
+  with pytest.raises(ValueError, match='one id per'):
+    actor_lib.ApeXDQNActor([UInt8Catch(seed=5)], network, client, config,
+                           actor_id=[1, 2])

@@ -21,6 +21,7 @@ def test_apex_dqn_solves_catch_within_a_bounded_number_of_steps(tmp_path):
   result = run_module(
       'launch_programs.apex_dqn',
       ['--environment', 'catch', '--num_actors', '2', '--minutes', '3',
+       '--actors_per_node', '1',
        '--max_learner_steps', str(_LEARNER_STEPS),
        '--set', 'learning_rate=0.001', '--set', 'min_replay_size=500',
        '--set', 'batch_size=32', '--set', 'target_update_period=100',
@@ -56,6 +57,7 @@ def test_apex_dqn_solves_catch_within_a_bounded_number_of_steps(tmp_path):
 
 
 _CATCH_ARGS = ['--environment', 'catch', '--num_actors', '2', '--no_evaluator',
+               '--actors_per_node', '1',
                '--set', 'learning_rate=0.001', '--set', 'min_replay_size=500',
                '--set', 'batch_size=32', '--set', 'target_update_period=100']
 
@@ -131,3 +133,33 @@ def test_a_restarted_program_resumes_the_learner_from_its_checkpoint(tmp_path):
   assert 0.5 * first_counts <= restored_learner_steps <= restored_learner_state, (
       first_summary['counts'], summary['counts'], learner)
   assert summary['counts']['actor_steps'] > first_summary['counts']['actor_steps']
+
+
+def test_256_actors_all_step_and_insert_then_stop_cleanly(tmp_path):
+  """Sec. 4.1's hundreds of actors, placed 64 to a node (4 actor processes).
+
+  Every one of the 256 actors has its own environment and epsilon and must
+  have sent at least one batch of B = 50 transitions of its own.
+  """
+  num_actors, frames_per_actor = 256, 120
+  result = run_module(
+      'launch_programs.apex_dqn',
+      ['--environment', 'catch', '--num_actors', str(num_actors),
+       '--actors_per_node', '64', '--no_evaluator', '--minutes', '3',
+       '--max_actor_frames', str(num_actors * frames_per_actor),
+       '--runs_root', str(tmp_path), '--run_id', 'many'],
+      timeout_s=300)
+  output = result['output']
+  assert result['returncode'] == 0, output[-5000:]
+  assert not result['leftovers'], 'processes left behind'
+  record = run_records.RunRecord(tmp_path / 'many')
+  summary = record.read_summary()
+  assert summary['stop_reason'].startswith('actor frames reached'), summary
+  assert record.read_topology()['nodes']['actor'] == 4
+  lanes = [lane for node in range(4)
+           for lane in summary['nodes'][f'actor/{node}']['actors']]
+  assert sorted(lane['actor_id'] for lane in lanes) == list(range(num_actors))
+  idle = [lane['actor_id'] for lane in lanes if lane['items_sent'] < 50]
+  assert not idle, f'actors that inserted nothing: {idle}'
+  epsilons = {lane['actor_id']: lane['epsilon'] for lane in lanes}
+  assert epsilons[0] == 0.4 and abs(epsilons[255] - 0.4 ** 8) < 1e-12

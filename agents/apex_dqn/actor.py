@@ -23,17 +23,28 @@ is stored twice (as S_t and as S_{t+n}). Priorities come from
 same parameters and data they are equal by construction (a test checks it
 against an independent computation from replay contents).
 
-The send is a single background thread: while batch k is in flight the actor
-fills batch k+1; if batch k is still in flight when k+1 is full (100
-transitions buffered), the actor waits. That is the paper's bound on actor
-memory and its back-pressure.
+Placement: one `ApeXDQNActor` may host several of the paper's actors
+("lanes"), each with its own environment, epsilon, n-step accumulator,
+100-transition buffer, episode statistics and provenance. The paper gives
+each actor a machine and a batch-1 forward pass; here the lanes of one process
+share a single forward pass over their current states, because a TF runtime
+per actor costs ~550 MB and a batch-1 pass is mostly overhead on a CPU. With
+one lane (the default) this is exactly the paper's actor. Lanes step in
+lockstep, so they share the parameter refresh (every 400 frames of each lane).
+
+Sending is asynchronous: while a lane's batch k is in flight, the lane fills
+batch k+1; if batch k is still in flight when k+1 is full (100 transitions
+buffered), the process waits. That is the paper's bound on actor memory and
+its back-pressure.
 """
 
 import collections
 import concurrent.futures
+import dataclasses
 import time
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Union
 
+from absl import logging
 import dm_env
 import numpy as np
 import reverb
@@ -45,64 +56,111 @@ from agents.apex_dqn import targets
 from agents.replay import png
 
 
+@dataclasses.dataclass
+class _Lane:
+  """One of the paper's actors: its environment and everything it owns."""
+  actor_id: int
+  environment: dm_env.Environment
+  epsilon: float
+  rng: np.random.Generator
+  accumulator: targets.NStepAccumulator
+  pending: List[targets.NStepTransition] = dataclasses.field(
+      default_factory=list)
+  in_flight: Optional[concurrent.futures.Future] = None
+  timestep: Optional[dm_env.TimeStep] = None
+  episode_return: float = 0.0
+  episode_steps: int = 0
+  episode_start: float = 0.0
+  steps: int = 0
+  episodes: int = 0
+  items_sent: int = 0
+  send_failures: int = 0
+  recent_returns: Deque[float] = dataclasses.field(
+      default_factory=lambda: collections.deque(maxlen=100))
+
+
 class ApeXDQNActor:
-  """One actor process of Ape-X DQN (one environment, one epsilon)."""
+  """Ape-X DQN actors of one process: one lane by default, as in the paper."""
 
   def __init__(self,
-               environment: dm_env.Environment,
+               environment: Union[dm_env.Environment,
+                                  Sequence[dm_env.Environment]],
                network: Any,
                replay_client: reverb.Client,
                config: config_lib.ApeXDQNConfig,
-               actor_id: int,
+               actor_id: Union[int, Sequence[int]],
                variable_source: Optional[Any] = None,
                counter: Optional[Any] = None,
                logger: Optional[Any] = None,
                frames_per_step: Optional[int] = None,
-               seed: Optional[int] = None):
+               seed: Optional[int] = None,
+               send_timeout_s: float = 10.0):
     """Builds the actor.
 
     Args:
-      environment: a dm_env environment (rewards already clipped for training
-        if the protocol says so: the environment owns preprocessing).
+      environment: a dm_env environment, or one per lane (rewards already
+        clipped for training if the protocol says so: the environment owns
+        preprocessing). All lanes must share specs.
       network: Sonnet Q-network mapping a batch of observations to [B, A].
       replay_client: client of the Reverb server holding
         `config.replay_table_name`.
       config: the run's ApeXDQNConfig (epsilon schedule, n, gamma, buffering,
         compression, parameter refresh period).
-      actor_id: i in 0..N-1; fixes epsilon and the provenance of items.
+      actor_id: i in 0..N-1, or one per environment; fixes each lane's epsilon
+        and the provenance of its items.
       variable_source: the learner (anything with `get_variables(names)`);
         None keeps the initial parameters (tests).
       counter: shared counter (`increment(**counts)`), optional.
-      logger: per-episode metrics (`write(dict)`), optional.
+      logger: per-episode metrics (`write(dict)`), optional; each row names
+        its actor and epsilon, so the greediest actor's curve can be drawn.
       frames_per_step: emulator frames per agent step for frame counts
         (action repeat); defaults to config.action_repeat.
-      seed: exploration RNG seed; defaults to actor_id.
+      seed: exploration RNG seed of the first lane (lane k: seed + k);
+        defaults to the lane's actor_id.
+      send_timeout_s: how long a batch may take to reach the replay before
+        it is dropped (replay down or restarting; App. F).
     """
-    if not 0 <= actor_id < config.num_actors:
-      raise ValueError(f'actor_id {actor_id} outside 0..{config.num_actors - 1}')
-    self._environment = environment
+    environments = (list(environment) if isinstance(environment, (list, tuple))
+                    else [environment])
+    actor_ids = ([int(actor_id)] if np.ndim(actor_id) == 0
+                 else [int(i) for i in actor_id])
+    if len(environments) != len(actor_ids):
+      raise ValueError(f'{len(environments)} environments for '
+                       f'{len(actor_ids)} actor ids: give one id per '
+                       'environment')
+    for i in actor_ids:
+      if not 0 <= i < config.num_actors:
+        raise ValueError(
+            f'actor_id {i} outside 0..{config.num_actors - 1}')
+    if len(set(actor_ids)) != len(actor_ids):
+      raise ValueError(f'actor ids must be distinct, got {actor_ids}')
     self._network = network
     self._client = replay_client
+    self._server_address = replay_client.server_address
+    self._renew_client = False
     self._config = config
-    self._actor_id = actor_id
-    self._epsilon = float(config.actor_epsilon(actor_id))
     self._counter = counter
     self._logger = logger
+    self._send_timeout_s = float(send_timeout_s)
     self._frames_per_step = (config.action_repeat if frames_per_step is None
                              else frames_per_step)
-    self._rng = np.random.default_rng(actor_id if seed is None else seed)
-    self._accumulator = targets.NStepAccumulator(config.n_step, config.discount)
+    self._lanes = [
+        _Lane(actor_id=i, environment=env,
+              epsilon=float(config.actor_epsilon(i)),
+              rng=np.random.default_rng(i if seed is None else seed + k),
+              accumulator=targets.NStepAccumulator(config.n_step,
+                                                   config.discount))
+        for k, (i, env) in enumerate(zip(actor_ids, environments))]
 
-    spec = environment.observation_spec()
-    self._num_actions = int(environment.action_spec().num_values)
+    spec = environments[0].observation_spec()
+    self._num_actions = int(environments[0].action_spec().num_values)
     self._observation_shape = tuple(spec.shape)
     self._compress = bool(config.compress_observations)
-    dummy = tf.zeros((1,) + self._observation_shape, spec.dtype)
-    network(dummy)  # creates the variables before any parameter copy
+    network(tf.zeros((1,) + self._observation_shape, spec.dtype))
 
     @tf.function(jit_compile=config.jit_compile)
-    def q_values(observation):
-      return self._network(tf.expand_dims(observation, 0))[0]
+    def q_values(observations):
+      return self._network(observations)
     self._q_values = q_values
 
     self._variable_client = None
@@ -112,22 +170,23 @@ class ApeXDQNActor:
           variable_source, {'policy': network.variables},
           update_period=config.actor_update_period_steps)
 
-    self._pending: List[targets.NStepTransition] = []
     self._sender = concurrent.futures.ThreadPoolExecutor(
-        1, thread_name_prefix=f'actor{actor_id}_sender')
-    self._in_flight: Optional[concurrent.futures.Future] = None
-    self._steps = 0
-    self._episodes = 0
-    self._items_sent = 0
+        min(len(self._lanes), 4),
+        thread_name_prefix=f'actor{actor_ids[0]}_sender')
+    self._q = None  # [lanes, A]: Q-values at each lane's current state
     self._unreported_steps = 0
-    self._recent_returns: Deque[float] = collections.deque(maxlen=100)
     self._last_priorities: np.ndarray = np.zeros([0])
 
   # --- Properties -----------------------------------------------------------
 
   @property
   def epsilon(self) -> float:
-    return self._epsilon
+    """The first lane's epsilon (the only one for a one-lane actor)."""
+    return self._lanes[0].epsilon
+
+  @property
+  def actor_ids(self) -> List[int]:
+    return [lane.actor_id for lane in self._lanes]
 
   @property
   def last_sent_priorities(self) -> np.ndarray:
@@ -138,58 +197,116 @@ class ApeXDQNActor:
   def _encode(self, observation: np.ndarray) -> Any:
     return png.encode_observation(observation) if self._compress else observation
 
-  def _select_action(self, q_values: np.ndarray) -> int:
-    if self._rng.random() < self._epsilon:
-      return int(self._rng.integers(self._num_actions))
+  def _select_action(self, lane: _Lane, q_values: np.ndarray) -> int:
+    if lane.rng.random() < lane.epsilon:
+      return int(lane.rng.integers(self._num_actions))
     return int(np.argmax(q_values))
 
-  def run_episode(self, max_steps: Optional[int] = None,
-                  should_stop: Callable[[], bool] = lambda: False
-                  ) -> Dict[str, float]:
-    """Plays one episode (or `max_steps` of it) and feeds replay as it goes."""
-    start = time.time()
-    timestep = self._environment.reset()
-    q = self._q_values(timestep.observation).numpy()
-    self._accumulator.start(self._encode(timestep.observation), extras=q)
-    episode_return, episode_steps = 0.0, 0
-    while not timestep.last():
-      action = self._select_action(q)
-      timestep = self._environment.step(action)
-      q = self._q_values(timestep.observation).numpy()
-      emitted = self._accumulator.step(
-          action, float(timestep.reward), float(timestep.discount),
-          self._encode(timestep.observation), next_extras=q,
-          last=timestep.last())
-      self._add(emitted)
-      episode_return += float(timestep.reward)
-      episode_steps += 1
-      self._after_step()
-      if (max_steps is not None and episode_steps >= max_steps) or (
-          episode_steps % 100 == 0 and should_stop()):
-        if not timestep.last():
-          self._add(self._accumulator.flush())  # truncated, bootstraps
-        break
-    self._episodes += 1
-    self._recent_returns.append(episode_return)
-    raw_return = getattr(self._environment, 'episode_raw_return', episode_return)
-    frames = getattr(self._environment, 'episode_frames',
-                     episode_steps * self._frames_per_step)
-    result = {'episode_return': episode_return,
+  def _forward(self) -> np.ndarray:
+    observations = np.stack([lane.timestep.observation for lane in self._lanes])
+    return self._q_values(observations).numpy()
+
+  def _begin_episodes(self, lanes: Sequence[_Lane]) -> None:
+    for lane in lanes:
+      lane.timestep = lane.environment.reset()
+      lane.episode_return, lane.episode_steps = 0.0, 0
+      lane.episode_start = time.time()
+
+  def _start_accumulators(self, indices: Sequence[int]) -> None:
+    for k in indices:
+      lane = self._lanes[k]
+      lane.accumulator.start(self._encode(lane.timestep.observation),
+                             extras=self._q[k])
+
+  def step(self, max_episode_steps: Optional[int] = None
+           ) -> List[Dict[str, Any]]:
+    """Every lane acts once; returns the results of episodes that ended.
+
+    A lane whose episode ended (or reached `max_episode_steps`, which
+    truncates it with a bootstrap) starts its next episode in the same call,
+    so the shared forward pass always covers every lane.
+    """
+    if self._q is None:
+      self._begin_episodes(self._lanes)
+      self._q = self._forward()
+      self._start_accumulators(range(len(self._lanes)))
+    actions = []
+    for k, lane in enumerate(self._lanes):
+      actions.append(self._select_action(lane, self._q[k]))
+      lane.timestep = lane.environment.step(actions[k])
+      lane.episode_return += float(lane.timestep.reward)
+      lane.episode_steps += 1
+    self._unreported_steps += len(self._lanes)
+    q = self._forward()
+    finished, results = [], []
+    for k, lane in enumerate(self._lanes):
+      timestep = lane.timestep
+      truncated = (max_episode_steps is not None and not timestep.last()
+                   and lane.episode_steps >= max_episode_steps)
+      emitted = lane.accumulator.step(
+          actions[k], float(timestep.reward),
+          float(timestep.discount), self._encode(timestep.observation),
+          next_extras=q[k], last=timestep.last())
+      if truncated:
+        emitted = list(emitted) + list(lane.accumulator.flush())
+      self._add(lane, emitted)
+      lane.steps += 1
+      if timestep.last() or truncated:
+        results.append(self._end_episode(lane))
+        finished.append(k)
+    self._q = q
+    self._after_step()
+    if finished:
+      self._begin_episodes([self._lanes[k] for k in finished])
+      fresh = self._forward()
+      self._q[finished] = fresh[finished]
+      self._start_accumulators(finished)
+    return results
+
+  def _end_episode(self, lane: _Lane) -> Dict[str, Any]:
+    lane.episodes += 1
+    lane.recent_returns.append(lane.episode_return)
+    env = lane.environment
+    raw_return = getattr(env, 'episode_raw_return', lane.episode_return)
+    frames = getattr(env, 'episode_frames',
+                     lane.episode_steps * self._frames_per_step)
+    result = {'actor_id': lane.actor_id, 'epsilon': lane.epsilon,
+              'episode_return': lane.episode_return,
               'episode_raw_return': float(raw_return),
-              'episode_steps': episode_steps, 'episode_frames': int(frames),
-              'epsilon': self._epsilon,
-              'steps_per_s': episode_steps / max(time.time() - start, 1e-9)}
+              'episode_steps': lane.episode_steps,
+              'episode_frames': int(frames),
+              'steps_per_s': lane.episode_steps / max(
+                  time.time() - lane.episode_start, 1e-9)}
     if self._counter is not None:
       self._counter.increment(actor_steps=self._unreported_steps,
                               actor_episodes=1)
       self._unreported_steps = 0
     if self._logger is not None:
-      self._logger.write({'actor_steps': self._steps, **result})
+      self._logger.write({'actor_steps': lane.steps, **result})
+    return result
+
+  def run_episode(self, max_steps: Optional[int] = None,
+                  should_stop: Callable[[], bool] = lambda: False
+                  ) -> Dict[str, Any]:
+    """Plays one episode of a one-lane actor (or `max_steps` of it)."""
+    if len(self._lanes) != 1:
+      raise ValueError('run_episode is for a one-lane actor; an actor with '
+                       f'{len(self._lanes)} lanes steps them with step()')
+    while True:
+      results = self.step(max_episode_steps=max_steps)
+      if results:
+        return results[0]
+      if self._lanes[0].episode_steps % 100 == 0 and should_stop():
+        return self._truncate(self._lanes[0])
+
+  def _truncate(self, lane: _Lane) -> Dict[str, Any]:
+    """Ends the running episode early; its tail bootstraps."""
+    self._add(lane, lane.accumulator.flush())
+    result = self._end_episode(lane)
+    self._q = None
     return result
 
   def _after_step(self) -> None:
-    self._steps += 1
-    self._unreported_steps += 1
     if self._variable_client is not None:
       self._variable_client.update()
     period = self._config.actor_update_period_steps
@@ -202,45 +319,79 @@ class ApeXDQNActor:
     import launchpad as lp  # pylint: disable=g-import-not-at-top
     if self._variable_client is not None:
       self._variable_client.update_and_wait()
-    stop = lambda: lp.wait_for_stop(0)
-    while not stop():
-      self.run_episode(should_stop=stop)
+    steps = 0
+    while True:
+      self.step(max_episode_steps=self._config.max_episode_steps)
+      steps += 1
+      if steps % 100 == 0 and lp.wait_for_stop(0):
+        break
     self.flush()
 
   # --- Sending --------------------------------------------------------------
 
-  def _add(self, transitions: Sequence[targets.NStepTransition]) -> None:
-    self._pending.extend(transitions)
+  def _add(self, lane: _Lane,
+           transitions: Sequence[targets.NStepTransition]) -> None:
+    lane.pending.extend(transitions)
     batch = self._config.actor_send_batch_size
-    while len(self._pending) >= batch:
-      self._send(self._pending[:batch])
-      del self._pending[:batch]
+    while len(lane.pending) >= batch:
+      self._send(lane, lane.pending[:batch])
+      del lane.pending[:batch]
+
+  def wait_for_sends(self) -> None:
+    """Blocks until every batch in flight has reached the replay."""
+    for lane in self._lanes:
+      if lane.in_flight is not None:
+        lane.in_flight.result()
+        lane.in_flight = None
 
   def flush(self) -> None:
     """Sends what is buffered and waits for it (end of run, tests)."""
-    if self._pending:
-      self._send(self._pending)
-      self._pending = []
-    if self._in_flight is not None:
-      self._in_flight.result()
-      self._in_flight = None
+    for lane in self._lanes:
+      if lane.pending:
+        self._send(lane, lane.pending)
+        lane.pending = []
+    self.wait_for_sends()
 
-  def _send(self, transitions: Sequence[targets.NStepTransition]) -> None:
+  def _send(self, lane: _Lane,
+            transitions: Sequence[targets.NStepTransition]) -> None:
     priorities = self.initial_priorities(transitions)
     self._last_priorities = priorities
-    items = [replay.from_nstep_transition(t, self._actor_id)
+    items = [replay.from_nstep_transition(t, lane.actor_id)
              for t in transitions]
-    if self._in_flight is not None:
+    if lane.in_flight is not None:
       # Buffer full (one batch in flight, one ready): wait, as the paper's
       # actor does when its 100-transition buffer is full.
-      self._in_flight.result()
-    self._in_flight = self._sender.submit(self._write, items, priorities)
+      lane.in_flight.result()
+    lane.in_flight = self._sender.submit(self._write, lane, items, priorities)
 
-  def _write(self, items, priorities) -> None:
-    with self._client.trajectory_writer(num_keep_alive_refs=1) as writer:
-      replay.write_transitions(writer, self._config.replay_table_name, items,
-                               priorities)
-    self._items_sent += len(items)
+  def _write(self, lane: _Lane, items, priorities) -> None:
+    """Sends one batch; a batch the replay cannot take in time is dropped.
+
+    App. F: the replay server may restart. Its items are lost with it, and so
+    is a batch in flight; the actor logs that, and carries on (the new server
+    is refilled by the next batches) instead of blocking for ever on a stream
+    to a dead server, which is what an unbounded flush does.
+    """
+    try:
+      if self._renew_client:
+        # A fresh channel: the old one may sit in gRPC's reconnect back-off
+        # (up to minutes) after its server died. Raises while still down.
+        self._client = reverb.Client(self._server_address)
+        self._renew_client = False
+      writer = self._client.trajectory_writer(num_keep_alive_refs=1)
+      try:
+        replay.write_transitions(writer, self._config.replay_table_name,
+                                 items, priorities)
+        writer.flush(timeout_ms=int(1000 * self._send_timeout_s))
+      finally:
+        writer.close()
+      lane.items_sent += len(items)
+    except (reverb.errors.ReverbError, RuntimeError) as error:
+      lane.send_failures += 1
+      self._renew_client = True
+      logging.warning('actor %d: dropped a batch of %d transitions (%s: %s)',
+                      lane.actor_id, len(items), type(error).__name__,
+                      str(error)[:200])
 
   def initial_priorities(
       self, transitions: Sequence[targets.NStepTransition]) -> np.ndarray:
@@ -257,8 +408,17 @@ class ApeXDQNActor:
   # --- Reporting ------------------------------------------------------------
 
   def report(self) -> Dict[str, Any]:
-    recent = list(self._recent_returns)
-    return {'actor_id': self._actor_id, 'epsilon': self._epsilon,
-            'steps': self._steps, 'episodes': self._episodes,
-            'items_sent': self._items_sent,
-            'recent_mean_return': float(np.mean(recent)) if recent else None}
+    """Per-lane figures; one lane reports flat, as a single actor."""
+    lanes = []
+    for lane in self._lanes:
+      recent = list(lane.recent_returns)
+      lanes.append({'actor_id': lane.actor_id, 'epsilon': lane.epsilon,
+                    'steps': lane.steps, 'episodes': lane.episodes,
+                    'items_sent': lane.items_sent,
+                    'send_failures': lane.send_failures,
+                    'recent_mean_return': (float(np.mean(recent)) if recent
+                                           else None)})
+    if len(lanes) == 1:
+      return lanes[0]
+    return {'actors': lanes, 'steps': sum(l['steps'] for l in lanes),
+            'items_sent': sum(l['items_sent'] for l in lanes)}
