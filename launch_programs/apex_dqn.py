@@ -272,13 +272,23 @@ def make_program(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
 
 def run(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
         runs_root: Optional[str] = None,
-        run_id: Optional[str] = None, resume: bool = False) -> Dict[str, Any]:
-  """Creates (or resumes) the run record, runs to the first bound."""
+        run_id: Optional[str] = None, resume: bool = False,
+        experiment_keys: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+  """Creates (or resumes) the run record, runs to the first bound.
+
+  `experiment_keys` (from reproductions.experiments) are written into
+  config.json so that reproductions.figures can select the run.
+  """
   program.validate()
   config = {'agent': 'apex_dqn', 'game': game_name(program),
             'games': [game_name(program)], 'profile': program.profile,
             'seed': program.seed, 'num_actors': agent.num_actors,
             'replay_capacity': agent.replay_soft_capacity,
+            'transition_copies': agent.transition_copies,
+            'epsilon_variant': agent.epsilon_variant,
+            'prioritized': agent.priority_exponent > 0,
+            'learning_rate': agent.learning_rate,
+            **(experiment_keys or {}),
             'program': dataclasses.asdict(program),
             'apex_dqn': dataclasses.asdict(agent)}
   bounds = [f'{program.max_seconds:.0f} s']
@@ -294,6 +304,51 @@ def run(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
                    f'at the first of {", ".join(bounds)}'),
       runs_root=runs_root, run_id=run_id, resume=resume,
       critical_groups=('supervisor', 'learner', 'counter'))
+
+
+# Frame-bounded runs also get a wall-time bound: the frames at this rate.
+_SLOWEST_EXPECTED_FRAMES_PER_S = 200.0
+
+
+def configs_for_experiment_run(run_spec) -> Tuple[ProgramConfig,
+                                                   config_lib.ApeXDQNConfig]:
+  """The program and agent configs of one reproductions.experiments.RunSpec."""
+  keys = run_spec.config
+  if run_spec.wall_hours is not None:
+    max_seconds = 3600.0 * run_spec.wall_hours
+  else:
+    max_seconds = run_spec.total_frames / _SLOWEST_EXPECTED_FRAMES_PER_S
+  program = ProgramConfig(
+      environment=f'atari/{keys["games"][0]}', profile=keys['profile'],
+      max_seconds=max_seconds, max_actor_frames=run_spec.total_frames,
+      seed=keys.get('seed', 0),
+      actors_per_node=default_actors_per_node(keys['profile']))
+  overrides = dict(
+      num_actors=keys['num_actors'],
+      replay_soft_capacity=keys['replay_capacity'],
+      transition_copies=keys.get('transition_copies', 1),
+      epsilon_variant=keys.get('epsilon_variant', 'per_actor'),
+      learning_rate=keys['learning_rate'])
+  if not keys.get('prioritized', True):
+    # Fig. 12's uniform replay: Prioritized(0) draws uniformly, and with
+    # uniform probabilities every importance weight is 1.
+    overrides['priority_exponent'] = 0.0
+  agent = make_agent_config(program, **overrides)
+  if agent.min_replay_size > agent.replay_soft_capacity:
+    agent = dataclasses.replace(agent,
+                                min_replay_size=agent.replay_soft_capacity // 2)
+  return program, agent
+
+
+def run_experiment(runs) -> int:
+  """Runs an experiment's RunSpecs one after another (launch_programs.paper)."""
+  failures = 0
+  for i, run_spec in enumerate(runs):
+    program, agent = configs_for_experiment_run(run_spec)
+    print(f'[apex_dqn] run {i + 1}/{len(runs)}: {run_spec.name}', flush=True)
+    summary = run(program, agent, experiment_keys=dict(run_spec.config))
+    failures += summary.get('stop_reason') is None
+  return 1 if failures else 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

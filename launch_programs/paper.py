@@ -23,7 +23,7 @@ from reproductions import experiments
 
 # Agent name -> module path of its launch program (None: not built yet).
 AGENT_PROGRAMS: Dict[str, Optional[str]] = {
-    'apex_dqn': None,
+    'apex_dqn': 'launch_programs.apex_dqn',
     'apex_dpg': None,
     'impala': None,
     'gorila': None,

@@ -233,3 +233,26 @@ def test_lanes_of_one_process_keep_their_own_actor_semantics(catch_server):
   with pytest.raises(ValueError, match='one id per'):
     actor_lib.ApeXDQNActor([UInt8Catch(seed=5)], network, client, config,
                            actor_id=[1, 2])
+
+
+def test_app_a_copies_and_app_b_fixed_epsilon_set():
+  """Fig. 6: each transition stored k times; Fig. 7: six epsilons, cycled."""
+  config = _config(transition_copies=3, num_actors=8,
+                   epsilon_variant='fixed_set')
+  six = [0.4 ** (1 + 7 * i / 5) for i in range(6)]
+  assert list(config.epsilons) == pytest.approx(six + six[:2])
+  with pytest.raises(ValueError, match='per_actor'):
+    _config(epsilon_variant='three')
+  server = reverb.Server(replay.make_replay_tables(
+      config, replay.transition_signature((10, 5), compressed=False)))
+  try:
+    client = reverb.Client(f'localhost:{server.port}')
+    actor = actor_lib.ApeXDQNActor(UInt8Catch(seed=2), CatchQNetwork(), client,
+                                   config, actor_id=7)
+    assert actor.epsilon == pytest.approx(six[1])
+    steps = actor.run_episode()['episode_steps']
+    actor.flush()
+    size = client.server_info()[config.replay_table_name].current_size
+    assert size == 3 * steps
+  finally:
+    server.stop()

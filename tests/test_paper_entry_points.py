@@ -136,6 +136,8 @@ class CliTest(unittest.TestCase):
 
   def test_not_built_exits_2_without_launching(self):
     for name, e in experiments.EXPERIMENTS.items():
+      if paper.agent_built(e.agent):
+        continue
       with self.subTest(experiment=name):
         code, out, err = self._main([name, '--profile', 'local'])
         self.assertEqual(code, 2)
@@ -159,6 +161,7 @@ class CliTest(unittest.TestCase):
       self.assertIn(name, out)
       self.assertIn(e.paper, out)
     self.assertIn('agent not built yet', out)
+    self.assertIn('apex_fig4       apex_dqn  [built]', out)
 
   def test_bad_arguments_name_choices(self):
     code, _, err = self._main(['nope', '--profile', 'local'])
@@ -173,13 +176,49 @@ class CliTest(unittest.TestCase):
 
   def test_subprocess_entry_point(self):
     proc = subprocess.run(
-        [sys.executable, '-m', 'launch_programs.paper', 'apex_fig4',
+        [sys.executable, '-m', 'launch_programs.paper', 'gorila',
          '--profile', 'local'],
         cwd=REPO, capture_output=True, text=True, timeout=60)
     self.assertEqual(proc.returncode, 2, proc.stderr)
-    self.assertIn('apex_fig4', proc.stdout)
-    self.assertIn('actors=4', proc.stdout)
-    self.assertIn('the apex_dqn agent has not been built yet', proc.stderr)
+    self.assertIn('gorila', proc.stdout)
+    self.assertIn('the gorila agent has not been built yet', proc.stderr)
+
+  def test_a_built_agent_is_handed_the_planned_runs(self):
+    from unittest import mock  # pylint: disable=g-import-not-at-top
+    from launch_programs import apex_dqn  # pylint: disable=g-import-not-at-top
+    with mock.patch.object(apex_dqn, 'run_experiment',
+                           return_value=0) as launched:
+      code, out, _ = self._main(['apex_fig4', '--profile', 'local'])
+    self.assertEqual(code, 0)
+    self.assertIn('actors=4', out)
+    runs = launched.call_args[0][0]
+    self.assertEqual(runs, experiments.get('apex_fig4').runs('local'))
+
+  def test_every_apex_run_becomes_a_valid_program_config(self):
+    """Each Ape-X RunSpec maps onto the agent's own config fields."""
+    from launch_programs import apex_dqn  # pylint: disable=g-import-not-at-top
+    for name, e in experiments.EXPERIMENTS.items():
+      if e.agent != 'apex_dqn':
+        continue
+      for profile in experiments.PROFILES:
+        for run in e.runs(profile, ['pong']):
+          with self.subTest(experiment=name, profile=profile, run=run.name):
+            program, agent = apex_dqn.configs_for_experiment_run(run)
+            keys = run.config
+            self.assertEqual(agent.num_actors, keys['num_actors'])
+            self.assertEqual(agent.replay_soft_capacity,
+                             keys['replay_capacity'])
+            self.assertEqual(agent.transition_copies,
+                             keys['transition_copies'])
+            self.assertEqual(agent.epsilon_variant, keys['epsilon_variant'])
+            self.assertEqual(agent.learning_rate, keys['learning_rate'])
+            self.assertEqual(agent.priority_exponent > 0, keys['prioritized'])
+            self.assertEqual(program.max_actor_frames, run.total_frames)
+            self.assertEqual(program.actors_per_node,
+                             1 if profile == 'paper' else
+                             apex_dqn.LOCAL_ACTORS_PER_NODE)
+            if profile == 'paper':
+              self.assertEqual(agent.batch_size, 512)
 
   def test_no_child_processes(self):
     """Launches nothing: no process is started, none is left as a child."""
@@ -189,7 +228,7 @@ class CliTest(unittest.TestCase):
     with mock.patch.object(subprocess, 'Popen', boom), \
          mock.patch.object(os, 'fork', boom), \
          mock.patch.object(multiprocessing.Process, 'start', boom):
-      code, _, _ = self._main(['apex_table1', '--profile', 'local'])
+      code, _, _ = self._main(['impala_table2', '--profile', 'local'])
     self.assertEqual(code, 2)
     boom.assert_not_called()
     children = f'/proc/{os.getpid()}/task/{os.getpid()}/children'

@@ -358,6 +358,10 @@ class ApeXDQNActor:
     self._last_priorities = priorities
     items = [replay.from_nstep_transition(t, lane.actor_id)
              for t in transitions]
+    copies = self._config.transition_copies
+    if copies > 1:  # App. A: each transition added k times (Fig. 6)
+      items = [item for item in items for _ in range(copies)]
+      priorities = np.repeat(priorities, copies)
     if lane.in_flight is not None:
       # Buffer full (one batch in flight, one ready): wait, as the paper's
       # actor does when its 100-transition buffer is full.

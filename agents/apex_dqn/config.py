@@ -53,6 +53,9 @@ def actor_epsilons(num_actors: int,
   return np.power(base, 1.0 + alpha * i / (num_actors - 1))
 
 
+EPSILON_VARIANTS = ('per_actor', 'fixed_set')
+
+
 @dataclasses.dataclass(frozen=True)
 class ApeXDQNConfig:
   """Every Ape-X DQN (Atari) hyperparameter. Defaults are the paper's.
@@ -67,6 +70,12 @@ class ApeXDQNConfig:
   # Sec. 4.1: eps_i = eps^(1 + alpha i / (N-1)), "eps = 0.4, alpha = 7".
   epsilon_base: float = 0.4
   epsilon_alpha: float = 7.0
+  # App. B / Fig. 7: 'per_actor' is the paper's main setting (the formula
+  # above, one eps per actor); 'fixed_set' is App. B's control, "a small fixed
+  # set of 6 values for epsilon". Which 6 is NOT STATED: we take the formula's
+  # 6 values for N = 6 (0.4 .. 0.4^8), actor i using value i mod 6.
+  epsilon_variant: str = 'per_actor'
+  epsilon_fixed_set_size: int = 6
   # Sec. 4.1: "Actors copy the network parameters from the learner every 400
   # frames (~2.8 seconds)". Frames are emulator frames: 100 agent steps at
   # action repeat 4.
@@ -125,6 +134,10 @@ class ApeXDQNConfig:
   # sent and when stored in the replay"; the learner decompresses on its CPU
   # while the accelerator trains.
   compress_observations: bool = True
+  # App. A / Fig. 6: each transition added k times to the replay ("32 actors
+  # but add each transition they generate to the replay memory 8 times
+  # over"); 1 in every other experiment.
+  transition_copies: int = 1
   # Acme's name for the prioritised table.
   replay_table_name: str = 'priority_table'
 
@@ -168,7 +181,11 @@ class ApeXDQNConfig:
 
   @property
   def epsilons(self) -> np.ndarray:
-    """eps_i for every actor i (Sec. 4.1)."""
+    """eps_i for every actor i (Sec. 4.1; App. B's fixed set if chosen)."""
+    if self.epsilon_variant == 'fixed_set':
+      values = actor_epsilons(self.epsilon_fixed_set_size, self.epsilon_base,
+                              self.epsilon_alpha)
+      return values[np.arange(self.num_actors) % len(values)]
     return actor_epsilons(self.num_actors, self.epsilon_base,
                           self.epsilon_alpha)
 
@@ -203,12 +220,15 @@ class ApeXDQNConfig:
                   'max_episode_frames', 'n_step', 'batch_size',
                   'target_update_period', 'dueling_hidden_size',
                   'replay_soft_capacity', 'replay_removal_period',
-                  'min_replay_size', 'evaluation_max_episode_frames'):
+                  'min_replay_size', 'evaluation_max_episode_frames',
+                  'epsilon_fixed_set_size', 'transition_copies'):
       check(is_int(getattr(self, field)) and getattr(self, field) >= 1, field,
             'an integer >= 1')
     for field in ('prefetch_batches', 'evaluation_noop_max'):
       check(is_int(getattr(self, field)) and getattr(self, field) >= 0, field,
             'an integer >= 0')
+    check(self.epsilon_variant in EPSILON_VARIANTS, 'epsilon_variant',
+          f'one of {EPSILON_VARIANTS}')
     check(0.0 < self.epsilon_base <= 1.0, 'epsilon_base', 'in (0, 1]')
     check(self.epsilon_alpha >= 0.0, 'epsilon_alpha', '>= 0')
     check(0.0 <= self.evaluation_epsilon <= 1.0, 'evaluation_epsilon',
