@@ -241,4 +241,4 @@ def run_recorded(name: str, config: Mapping[str, Any],
   summary['launcher'] = {**dataclasses.asdict(outcome),
                          'stopped_by_watchdog': outcome.stopped_by_watchdog}
   record.write_summary(summary)
-  return summary
+  return {**summary, 'run_dir': str(record.run_dir)}

@@ -1,0 +1,27 @@
+"""The README's main job: a short Ape-X DQN run on Pong that leaves its
+learning curve (PNG) and score table in the run record."""
+
+import pathlib
+
+from reproductions import run_records
+
+from conftest import run_module
+
+
+def test_main_job_runs_apex_on_pong_and_leaves_curve_and_scores(tmp_path):
+  result = run_module('launch_programs.main',
+                      ['--minutes', '1', '--runs_root', str(tmp_path)],
+                      timeout_s=300)
+  output = result['output']
+  assert result['returncode'] == 0, output[-5000:]
+  assert not result['leftovers'], 'processes left behind'
+  (run_dir,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+  record = run_records.RunRecord(run_dir)
+  assert record.read_config()['game'] == 'pong'
+  assert record.read_config()['profile'] == 'local'
+  assert '[supervisor]' in output  # progress was shown while it ran
+  png = pathlib.Path(run_dir, 'apex_fig2.png')
+  assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
+  scores = pathlib.Path(run_dir, 'scores.md').read_text()
+  assert 'pong' in scores and 'median HNS = ' in scores
+  assert record.read_evaluation_episodes(), 'no evaluation episode recorded'
