@@ -22,8 +22,10 @@ name, so unrelated processes are never touched.
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Set
@@ -79,6 +81,28 @@ def _node_titles() -> Dict[int, str]:
   return titles
 
 
+def use_line_buffered_sed() -> None:
+  """Makes the `sed` of Launchpad's output decorator flush every line.
+
+  Why: under `local_mp` every node's output goes through Launchpad's
+  `decorate_output`, a `... | sed` that prefixes the node's name. sed
+  block-buffers whenever its output is not a terminal (a CI log, `| tee`, a
+  file), so progress lines would only appear when the program ends. A `sed`
+  first on the PATH of this process (inherited by the nodes' wrappers) that
+  adds `-u` (GNU sed: unbuffered) fixes that without touching Launchpad.
+  """
+  real = shutil.which('sed')
+  if real is None or os.environ.get('_LINE_BUFFERED_SED_DIR'):
+    return
+  shim_dir = tempfile.mkdtemp(prefix='lp_sed_')
+  shim = os.path.join(shim_dir, 'sed')
+  with open(shim, 'w') as f:
+    f.write(f'#!/bin/sh\nexec {real} -u "$@"\n')
+  os.chmod(shim, 0o755)
+  os.environ['_LINE_BUFFERED_SED_DIR'] = shim_dir
+  os.environ['PATH'] = shim_dir + os.pathsep + os.environ.get('PATH', '')
+
+
 def launch_and_wait(program: lp.Program, *, launch_type: str,
                     max_seconds: float, grace_s: float = 30.0,
                     stop_grace_s: float = 10.0,
@@ -90,6 +114,7 @@ def launch_and_wait(program: lp.Program, *, launch_type: str,
     raise ValueError(
         f'unknown launch type {launch_type!r}; valid choices: {LAUNCH_TYPES}')
   ensure_absl_flags_parsed()
+  use_line_buffered_sed()
   start = time.time()
   manager = lp.launch(program, launch_type=launch_type,
                       terminal='current_terminal',

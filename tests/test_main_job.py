@@ -19,7 +19,7 @@ def test_main_job_runs_apex_on_pong_and_leaves_curve_and_scores(tmp_path):
   record = run_records.RunRecord(run_dir)
   assert record.read_config()['game'] == 'pong'
   assert record.read_config()['profile'] == 'local'
-  assert '[supervisor]' in output  # progress was shown while it ran
+  assert '[progress' in output  # progress was shown while it ran
   png = pathlib.Path(run_dir, 'apex_fig2.png')
   assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   scores = pathlib.Path(run_dir, 'scores.md').read_text()
