@@ -31,55 +31,15 @@ import launchpad as lp
 
 from agents.apex_dqn import config as config_lib
 from launch_programs import launching
+from launch_programs import program_config
 from launch_programs import supervisor as supervisor_lib
 from reproductions import run_records
 
-PROFILES = ('local', 'paper')
+PROFILES = program_config.PROFILES
+ProgramConfig = program_config.ProgramConfig
 # Local profile placement: measured in README "Measured performance".
 LOCAL_ACTORS_PER_NODE = 4
-
-
-@dataclasses.dataclass
-class ProgramConfig:
-  """What the program runs on and when it stops (not the agent's settings)."""
-  environment: str = 'atari/pong'
-  profile: str = 'local'
-  max_seconds: float = 600.0
-  max_actor_frames: Optional[int] = None
-  max_learner_steps: Optional[int] = None
-  launch_type: str = 'local_mp'
-  evaluator: bool = True
-  seed: int = 0
-  report_period_s: float = 10.0
-  # Placement, not a paper value: how many of the paper's actors one actor
-  # node hosts (1 = the paper's one actor per machine).
-  actors_per_node: int = 1
-  # CPU pinning (None: the OS schedules freely). The learner node's cores,
-  # and the cores of every other node.
-  learner_cpus: Optional[Tuple[int, ...]] = None
-  other_cpus: Optional[Tuple[int, ...]] = None
-
-  def validate(self) -> None:
-    if self.profile not in PROFILES:
-      raise ValueError(f'profile {self.profile!r}: valid choices are {PROFILES}')
-    if self.launch_type not in launching.LAUNCH_TYPES:
-      raise ValueError(f'launch_type {self.launch_type!r}: valid choices are '
-                       f'{launching.LAUNCH_TYPES}')
-    if int(self.actors_per_node) != self.actors_per_node or (
-        self.actors_per_node < 1):
-      raise ValueError(f'actors_per_node must be an integer >= 1, got '
-                       f'{self.actors_per_node!r}')
-    for name in ('learner_cpus', 'other_cpus'):
-      cpus = getattr(self, name)
-      if cpus is not None and (not cpus or any(
-          c not in launching.available_cpus() for c in cpus)):
-        raise ValueError(f'{name} {cpus!r}: valid cores here are '
-                         f'{sorted(launching.available_cpus())}')
-    family = self.environment.split('/')[0]
-    if family not in ('atari', 'catch'):
-      raise ValueError(
-          f'Ape-X DQN acts in discrete-action environments: atari/<game> or '
-          f'catch, not {self.environment!r} (control tasks are Ape-X DPG\'s).')
+_FAMILIES = ('atari', 'catch')
 
 
 def make_agent_config(program: ProgramConfig,
@@ -238,7 +198,7 @@ def topology(program: ProgramConfig,
 
 def make_program(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
                  run_dir: str) -> lp.Program:
-  program.validate()
+  validate(program)
   lp_program = lp.Program('apex_dqn')
   with lp_program.group('replay'):
     replay_node = lp_program.add_node(
@@ -279,7 +239,7 @@ def run(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
   `experiment_keys` (from reproductions.experiments) are written into
   config.json so that reproductions.figures can select the run.
   """
-  program.validate()
+  validate(program)
   config = {'agent': 'apex_dqn', 'game': game_name(program),
             'games': [game_name(program)], 'profile': program.profile,
             'seed': program.seed, 'num_actors': agent.num_actors,
@@ -353,51 +313,17 @@ def run_experiment(runs) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-  parser.add_argument('--environment', default='atari/pong',
-                      help='atari/<game> or catch')
-  parser.add_argument('--profile', choices=PROFILES, default='local')
-  parser.add_argument('--minutes', type=float, default=10.0)
-  parser.add_argument('--max_actor_frames', type=int, default=None)
-  parser.add_argument('--max_learner_steps', type=int, default=None)
-  parser.add_argument('--num_actors', type=int, default=None)
-  parser.add_argument('--launch_type', choices=launching.LAUNCH_TYPES,
-                      default='local_mp')
-  parser.add_argument('--no_evaluator', action='store_true')
-  parser.add_argument('--actors_per_node', type=int, default=None,
-                      help='how many of the paper\'s actors one actor node '
-                           'hosts, with batched inference (default: the '
-                           'profile\'s; 1 = one process per actor)')
-  parser.add_argument('--learner_cpus', type=_cpu_list, default=None,
-                      help='pin the learner to these cores, e.g. 0')
-  parser.add_argument('--other_cpus', type=_cpu_list, default=None,
-                      help='pin every other node to these cores, e.g. 1')
-  parser.add_argument('--seed', type=int, default=0)
-  parser.add_argument('--set', action='append', default=[], metavar='FIELD=VALUE',
-                      help='override an ApeXDQNConfig field (repeatable), '
-                           'e.g. --set learning_rate=0.001')
-  parser.add_argument('--report_period_s', type=float, default=10.0,
-                      help='seconds between progress lines and counter polls')
-  parser.add_argument('--runs_root', default=None)
-  parser.add_argument('--run_id', default=None)
-  parser.add_argument('--resume', action='store_true',
-                      help='continue the run --run_id from its checkpoints')
+  program_config.add_arguments(parser, 'ApeXDQNConfig')
   args = parser.parse_args(argv)
   if args.resume and not args.run_id:
     parser.error('--resume needs --run_id (the run to continue)')
-  program = ProgramConfig(
-      environment=args.environment, profile=args.profile,
-      max_seconds=60.0 * args.minutes, max_actor_frames=args.max_actor_frames,
-      max_learner_steps=args.max_learner_steps, launch_type=args.launch_type,
-      evaluator=not args.no_evaluator, seed=args.seed,
-      report_period_s=args.report_period_s,
-      actors_per_node=(args.actors_per_node if args.actors_per_node
-                       else default_actors_per_node(args.profile)),
-      learner_cpus=args.learner_cpus, other_cpus=args.other_cpus)
+  program = program_config.from_arguments(
+      args, default_actors_per_node(args.profile))
   overrides = parse_overrides(args.set)
   if args.num_actors is not None:
     overrides['num_actors'] = args.num_actors
   try:
-    program.validate()
+    validate(program)
     agent = make_agent_config(program, **overrides)
   except (ValueError, TypeError) as error:
     parser.error(str(error))
@@ -411,34 +337,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   return 0
 
 
+def validate(program: ProgramConfig) -> None:
+  """Ape-X DQN: one discrete-action environment (control tasks are DPG's)."""
+  program.validate(_FAMILIES, 'Ape-X DQN')
+  if len(program.environments) != 1:
+    raise ValueError('Ape-X DQN trains on one environment per run, got '
+                     f'{program.environment!r}')
+
+
 def default_actors_per_node(profile: str) -> int:
   """Paper: one actor per machine. Local: all actors of a node share a pass."""
   return 1 if profile == 'paper' else LOCAL_ACTORS_PER_NODE
 
 
-def _cpu_list(text: str) -> Tuple[int, ...]:
-  try:
-    return tuple(int(c) for c in text.split(','))
-  except ValueError:
-    raise argparse.ArgumentTypeError(
-        f'{text!r}: expected comma-separated core numbers, e.g. 0 or 0,1')
-
-
 def parse_overrides(items: Sequence[str]) -> Dict[str, Any]:
   """FIELD=VALUE strings into typed ApeXDQNConfig overrides."""
-  fields = {f.name: f.type for f in dataclasses.fields(config_lib.ApeXDQNConfig)}
-  overrides = {}
-  for item in items:
-    name, sep, text = item.partition('=')
-    if not sep or name not in fields:
-      raise SystemExit(f'--set {item!r}: expected FIELD=VALUE with FIELD one of '
-                       f'{", ".join(sorted(fields))}')
-    default = getattr(config_lib.ApeXDQNConfig(), name)
-    if isinstance(default, bool):
-      overrides[name] = text.lower() in ('1', 'true', 'yes')
-    else:
-      overrides[name] = type(default)(text)
-  return overrides
+  return program_config.parse_overrides(config_lib.ApeXDQNConfig, items)
 
 
 if __name__ == '__main__':

@@ -95,7 +95,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       actors_per_node=apex_dqn.default_actors_per_node('local'),
       learner_cpus=learner_cpus, other_cpus=other_cpus)
   try:
-    program.validate()
+    apex_dqn.validate(program)
   except ValueError as error:
     parser.error(str(error))
   agent = apex_dqn.make_agent_config(program)
