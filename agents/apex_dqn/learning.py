@@ -70,40 +70,10 @@ import tree
 
 from agents.apex_dqn import config as config_lib
 from agents.apex_dqn import targets
-
-# Errors that mean "no batch right now, try again later": server gone or
-# restarting (Unavailable, Cancelled, Internal, Aborted, Unknown), table
-# missing on a fresh server (NotFound), rate limiter timeout
-# (DeadlineExceeded, or the dataset ending: OutOfRange / StopIteration).
-_RETRYABLE_ERRORS = (
-    tf.errors.UnavailableError,
-    tf.errors.CancelledError,
-    tf.errors.DeadlineExceededError,
-    tf.errors.OutOfRangeError,
-    tf.errors.NotFoundError,
-    tf.errors.InternalError,
-    tf.errors.AbortedError,
-    tf.errors.UnknownError,
-    reverb.errors.ReverbError,  # e.g. the bounded server_info probe timing out
-    StopIteration,
-    ConnectionError,
-    TimeoutError,
-    RuntimeError,
-    ValueError,  # from_table_signature: table missing while restarting.
-)
+from agents import node_runtime
 
 DatasetLike = Union[tf.data.Dataset, Iterator[reverb.ReplaySample],
                     Callable[[], tf.data.Dataset]]
-
-
-def _launchpad_stop_requested() -> bool:
-  """lp.wait_for_stop(0) inside a Launchpad node, False elsewhere."""
-  try:
-    import launchpad as lp  # pylint: disable=g-import-not-at-top
-    return bool(lp.wait_for_stop(0))
-  except Exception:  # pylint: disable=broad-except
-    # Outside a Launchpad program node the worker manager does not exist.
-    return False
 
 
 class ApeXDQNLearner:
@@ -157,7 +127,7 @@ class ApeXDQNLearner:
     self._target_network = target_network
     self._client = replay_client
     self._counter = counter
-    self._counter_increments = _BackgroundIncrements(counter)
+    self._counter_increments = node_runtime.BackgroundIncrements(counter)
     self._logger = logger
     self._checkpoint_period_s = float(checkpoint_period_s)
     self._retry_period_s = float(retry_period_s)
@@ -288,7 +258,7 @@ class ApeXDQNLearner:
     }
 
   def _stop_requested(self) -> bool:
-    return self._stop_event.is_set() or _launchpad_stop_requested()
+    return self._stop_event.is_set() or node_runtime.launchpad_stop_requested()
 
   def stop(self) -> None:
     """Asks step()/run() to return (used from other threads, e.g. tests)."""
@@ -372,7 +342,7 @@ class ApeXDQNLearner:
                        int(self._num_steps.numpy()))
           self._waiting = False
         return sample
-      except _RETRYABLE_ERRORS as e:  # pylint: disable=catching-non-exception
+      except node_runtime.RETRYABLE_REPLAY_ERRORS as e:  # pylint: disable=catching-non-exception
         if self._make_dataset is None:
           raise
         self._iterator = None
@@ -499,7 +469,7 @@ class ApeXDQNLearner:
       # snapshot (about a second old, more on a loaded machine) is checkpointed instead.
       state = None
       if self._counter_increments.flush(timeout_s=2.0):
-        state = _call_with_timeout(self._counter.save, timeout_s=2.0)
+        state = node_runtime.call_with_timeout(self._counter.save, timeout_s=2.0)
       if state is None:
         state = self._counter_increments.latest_state
         logging.warning('Counter unreachable; checkpointing its last snapshot.')
@@ -554,76 +524,3 @@ class ApeXDQNLearner:
       except Exception as e:  # pylint: disable=broad-except
         result['replay_error'] = type(e).__name__
     return result
-
-
-def _call_with_timeout(function: Callable[[], Any], timeout_s: float) -> Any:
-  """function() or None if it raises or takes longer than `timeout_s`."""
-  result = {}
-
-  def target():
-    try:
-      result['value'] = function()
-    except Exception as error:  # pylint: disable=broad-except
-      logging.warning('Call failed: %s', error)
-
-  thread = threading.Thread(target=target, daemon=True)
-  thread.start()
-  thread.join(timeout_s)
-  return result.get('value')
-
-
-class _BackgroundIncrements:
-  """Counter increments off the learner's critical path, batched.
-
-  Why: the counter is another node, and a Courier call to a node that has
-  already stopped blocks for good. Called inline, the learner's per-step
-  increment would hang it at shutdown before its final checkpoint. Here a
-  daemon thread sends the accumulated counts; the learner never waits on it
-  except through the bounded `flush`. The same thread keeps a snapshot of the
-  counter's state (at most `snapshot_period_s` old) for checkpoints taken when
-  the counter can no longer be reached.
-  """
-
-  def __init__(self, counter: Any, snapshot_period_s: float = 1.0):
-    self._counter = counter
-    self._snapshot_period_s = snapshot_period_s
-    self._last_snapshot = -float('inf')
-    self.latest_state: Optional[Dict[str, Any]] = None
-    self._pending: Dict[str, float] = {}
-    self._lock = threading.Lock()
-    self._wake = threading.Event()
-    self._idle = threading.Event()
-    self._idle.set()
-    if counter is not None:
-      threading.Thread(target=self._loop, daemon=True,
-                       name='apex_learner_counter').start()
-
-  def increment(self, **counts: float) -> None:
-    with self._lock:
-      for key, value in counts.items():
-        self._pending[key] = self._pending.get(key, 0) + value
-      self._idle.clear()
-    self._wake.set()
-
-  def flush(self, timeout_s: float) -> bool:
-    """Waits (at most `timeout_s`) until every increment has been sent."""
-    return self._idle.wait(timeout_s)
-
-  def _loop(self) -> None:
-    while True:
-      self._wake.wait()
-      self._wake.clear()
-      with self._lock:
-        counts, self._pending = self._pending, {}
-      if counts:
-        try:
-          self._counter.increment(**counts)
-          if (hasattr(self._counter, 'save') and time.time() -
-              self._last_snapshot >= self._snapshot_period_s):
-            self.latest_state = self._counter.save()
-            self._last_snapshot = time.time()
-        except Exception as error:  # pylint: disable=broad-except
-          logging.warning('Counter increment failed: %s', error)
-      with self._lock:
-        if not self._pending:
-          self._idle.set()

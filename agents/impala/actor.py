@@ -50,8 +50,7 @@ import reverb
 import tensorflow as tf
 import tree
 
-from agents.apex_dqn.learning import _BackgroundIncrements
-from agents.apex_dqn.learning import _launchpad_stop_requested
+from agents import node_runtime
 from agents.impala import config as config_lib
 from agents.impala import queue as queue_lib
 from networks import impala as impala_networks
@@ -170,7 +169,7 @@ class ImpalaActor:
       raise ValueError(f'variable_names must start with "policy", got '
                        f'{variable_names!r}.')
     self._counter = counter
-    self._counter_increments = _BackgroundIncrements(counter)
+    self._counter_increments = node_runtime.BackgroundIncrements(counter)
     self._logger = logger
     self._frames_per_step = (config.action_repeat if frames_per_step is None
                              else int(frames_per_step))
@@ -362,7 +361,7 @@ class ImpalaActor:
     return sent
 
   def _stop_requested(self) -> bool:
-    return self._stop_event.is_set() or _launchpad_stop_requested()
+    return self._stop_event.is_set() or node_runtime.launchpad_stop_requested()
 
   def stop(self) -> None:
     """Asks run() to return (from another thread, e.g. tests)."""

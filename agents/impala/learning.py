@@ -57,10 +57,7 @@ import sonnet as snt
 import tensorflow as tf
 import tree
 
-from agents.apex_dqn.learning import _BackgroundIncrements
-from agents.apex_dqn.learning import _call_with_timeout
-from agents.apex_dqn.learning import _launchpad_stop_requested
-from agents.apex_dqn.learning import _RETRYABLE_ERRORS
+from agents import node_runtime
 from agents.impala import config as config_lib
 from agents.impala import queue as queue_lib
 from agents.impala import vtrace
@@ -221,7 +218,7 @@ class ImpalaLearner:
     self._config.validate()
     self._network = network
     self._counter = counter
-    self._counter_increments = _BackgroundIncrements(counter)
+    self._counter_increments = node_runtime.BackgroundIncrements(counter)
     self._logger = logger
     self._client = replay_client
     self._checkpoint_period_s = float(checkpoint_period_s)
@@ -328,7 +325,7 @@ class ImpalaLearner:
     return dict(losses, gradient_norm=grad_norm, learning_rate=learning_rate)
 
   def _stop_requested(self) -> bool:
-    return self._stop_event.is_set() or _launchpad_stop_requested()
+    return self._stop_event.is_set() or node_runtime.launchpad_stop_requested()
 
   def stop(self) -> None:
     """Asks step()/run() to return (from another thread, e.g. tests)."""
@@ -384,7 +381,7 @@ class ImpalaLearner:
                        time.time() - self._wait_start)
           self._waiting = False
         return batch
-      except _RETRYABLE_ERRORS as e:  # pylint: disable=catching-non-exception
+      except node_runtime.RETRYABLE_REPLAY_ERRORS as e:  # pylint: disable=catching-non-exception
         if self._make_dataset is None:
           raise
         self._iterator = None
@@ -485,7 +482,7 @@ class ImpalaLearner:
       # snapshot (about a second old) is checkpointed instead.
       state = None
       if self._counter_increments.flush(timeout_s=2.0):
-        state = _call_with_timeout(self._counter.save, timeout_s=2.0)
+        state = node_runtime.call_with_timeout(self._counter.save, timeout_s=2.0)
       if state is None:
         state = self._counter_increments.latest_state
         logging.warning('Counter unreachable; checkpointing its last snapshot.')
