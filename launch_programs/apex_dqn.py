@@ -143,6 +143,7 @@ def _learner(replay_client, counter, program, agent, run_dir):
       logger=record.metrics_logger('learner', time_delta_s=5.0),
       checkpoint_dir=str(record.checkpoint_dir / 'learner'),
       observation_spec=specs.make_environment_spec(environment).observations,
+      input_pipeline_cpus=program.other_cpus if program.learner_cpus else None,
       make_dataset=functools.partial(
           replay.make_dataset, replay_client.server_address, agent,
           observation_shape=spec[0], rate_limiter_timeout_ms=1000))

@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import launchpad as lp
 
+from agents import node_runtime
 from launch_programs import launching
 from launch_programs import supervisor as supervisor_lib
 
@@ -92,7 +93,9 @@ class SmokeLearner:
 
     self._tf = tf
     self._config = config
-    self._counter = counter
+    # Off the critical path: a Courier call to a stopped counter would block
+    # this node at shutdown (agents/node_runtime.py).
+    self._counter = node_runtime.BackgroundIncrements(counter)
     # A ReverbNode's handle dereferences to a reverb.Client.
     self._client = replay
     spec = specs.make_environment_spec(_environment(config.seed))
@@ -171,7 +174,9 @@ class SmokeActor:
     from acme.tf import variable_utils  # pylint: disable=g-import-not-at-top
 
     self._np = np
-    self._counter = counter
+    # Off the critical path: a Courier call to a stopped counter would block
+    # this node at shutdown (agents/node_runtime.py).
+    self._counter = node_runtime.BackgroundIncrements(counter)
     self._actor_id = actor_id
     self._config = config
     self._environment = _environment(config.seed + 1 + actor_id)

@@ -189,6 +189,7 @@ def test_step_matches_numpy_reference(jit_compile):
                                atol=1e-6)
     assert learner.num_steps == 1
 
+    learner.wait_for_priority_writes()  # step k's write overlaps step k+1
     keys = sample.info.key.numpy()
     found = _priorities_on_server(server.client, config, keys)
     assert len(found) == len(set(keys.tolist()))

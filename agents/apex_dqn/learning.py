@@ -9,7 +9,8 @@ One learner step:
      (lr 0.00025/4, decay 0.95, eps 1.5e-7, no momentum; App. C);
   4. every `target_update_period` steps copy online -> target (hard copy);
   5. write the new priorities |delta_i| back to Reverb (outside the compiled
-     function, from numpy: `client.mutate_priorities`).
+     function, from numpy: `client.mutate_priorities`), in the background
+     while the next step computes (one write in flight).
 Steps 2-4 are one `tf.function(jit_compile=config.jit_compile)`.
 
 Design notes
@@ -57,6 +58,7 @@ Design notes
 """
 
 import json
+import os
 import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
@@ -94,7 +96,8 @@ class ApeXDQNLearner:
                checkpoint_period_s: float = 600.0,
                max_checkpoints_to_keep: int = 3,
                retry_period_s: float = 1.0,
-               rms_initial_mean_square: float = 1.0):
+               rms_initial_mean_square: float = 1.0,
+               input_pipeline_cpus: Optional[Sequence[int]] = None):
     """Builds the learner, its optimizer and (if any) restores a checkpoint.
 
     Args:
@@ -120,9 +123,17 @@ class ApeXDQNLearner:
       rms_initial_mean_square: initial value of RMSProp's mean-square slot
         (1, the default: TF1's RMSPropOptimizer; 0: Sonnet's). See the
         module docstring.
+      input_pipeline_cpus: cores for the input pipeline (Reverb sampling,
+        PNG decoding), None: wherever the learner runs. Sec. 4.1: the learner
+        "decompresses data as it prefetches it, in parallel with computing
+        and applying gradients" -- on its CPU while its GPU trains. On a
+        CPU-only host this keeps decoding off the cores of the update.
     """
     self._config = config or config_lib.ApeXDQNConfig()
     self._config.validate()
+    self._input_pipeline_cpus = (set(input_pipeline_cpus)
+                                 if input_pipeline_cpus else None)
+    self._priority_write = None
     self._network = network
     self._target_network = target_network
     self._client = replay_client
@@ -290,6 +301,10 @@ class ApeXDQNLearner:
       iterator = self._iterator
 
       def fetch():
+        if self._input_pipeline_cpus:
+          # Threads inherit their creator's CPU mask: the input pipeline's
+          # threads, started by the first next(), run where this one does.
+          os.sched_setaffinity(0, self._input_pipeline_cpus)
         try:
           box['sample'] = next(iterator)
         except BaseException as e:  # pylint: disable=broad-except
@@ -382,12 +397,17 @@ class ApeXDQNLearner:
     return metrics
 
   def _write_priorities(self, keys: np.ndarray, priorities: np.ndarray):
-    """mutate_priorities, watched: it has no timeout and blocks while the
-    server is down (gRPC waits for it to come back, then unknown keys are
-    ignored), so it runs on a daemon thread while the learner checks for a
-    stop and reports that it waits."""
+    """Sends step k's new priorities while step k+1 computes.
+
+    One write is in flight at a time: the next waits for it. Waiting for each
+    write before the next update would put a round trip to the replay server
+    (on a busy host, several ms) on the learner's critical path; the paper's
+    learner updates priorities alongside its updates. The one-step lag means
+    a batch may be drawn before the previous batch's priorities landed.
+    """
     if self._client is None:
       return
+    self.wait_for_priority_writes()
     updates = {int(k): float(p) for k, p in zip(keys, priorities)}
     box = {}
     done = threading.Event()
@@ -402,10 +422,21 @@ class ApeXDQNLearner:
 
     threading.Thread(target=write, daemon=True,
                      name='apex_learner_priorities').start()
+    self._priority_write = (box, done)
+
+  def wait_for_priority_writes(self) -> None:
+    """Waits for the write in flight; mutate_priorities has no timeout and
+    blocks while the server is down (gRPC waits for it to come back, then
+    unknown keys are ignored), so the learner waits in slices, checking for
+    a stop and reporting that it waits."""
+    if self._priority_write is None:
+      return
+    box, done = self._priority_write
     while not done.wait(self._retry_period_s):
       if self._stop_requested():
         return
       self._probe()
+    self._priority_write = None
     if 'error' in box:
       # The server went away with the items these priorities belong to.
       self._priority_write_failures += 1

@@ -235,7 +235,11 @@ def _figures(record, summary, sampler, launched, skip_s, batch):
   lanes = [lane for v in actors.values()
            for lane in (v.get('actors') or [v]) if isinstance(v, dict)]
   rss = sampler.peak_mb
-  actor_rss = [v for k, v in rss.items() if k.startswith('actor')]
+
+  def peak(prefix):
+    values = [v for k, v in rss.items() if k.startswith(prefix)]
+    return max(values) if values else None
+
   return {
       'window_s': round(seconds, 1),
       'actor_frames_per_s': frames_per_s,
@@ -245,9 +249,10 @@ def _figures(record, summary, sampler, launched, skip_s, batch):
       'replay_inserts_per_s': learner.get('items_inserted', 0) / wall,
       'replay_samples_per_s': learner.get('items_sampled', 0) / wall,
       'launch_to_first_learner_step_s': launch_to_first_step,
-      'learner_rss_mb': rss.get('learner', None),
-      'replay_rss_mb': rss.get('replay', None),
-      'actor_node_rss_mb': max(actor_rss) if actor_rss else None,
+      'learner_rss_mb': peak('learner'),
+      'replay_rss_mb': peak('replay'),
+      'actor_node_rss_mb': peak('actor'),
+      'rss_mb_by_node': {k: round(v) for k, v in sorted(rss.items())},
       'total_rss_mb': sampler.peak_total_mb,
       'actors_that_inserted': sum(1 for l in lanes if l.get('items_sent')),
       'actors': len(lanes),

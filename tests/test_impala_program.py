@@ -1,0 +1,128 @@
+"""The whole IMPALA program, with real nodes, within bounds.
+
+Queue (Reverb), learner, actors, evaluators, counter and supervisor run as
+separate processes (`local_mp`). On Catch with the MLP torso the agent is the
+paper's (V-trace, RMSProp, entropy and baseline costs, unroll 20); only the
+learning rate and batch are scaled so that it learns in seconds.
+"""
+
+import time
+
+import numpy as np
+
+from reproductions import run_records
+
+from conftest import node_process, run_module
+
+_CATCH_ARGS = ['--environment', 'catch', '--set', 'learning_rate=0.006',
+               '--set', 'batch_size=16']
+
+
+def test_impala_program_solves_catch_within_bounded_learner_steps(tmp_path):
+  result = run_module(
+      'launch_programs.impala',
+      _CATCH_ARGS + ['--minutes', '3', '--max_learner_steps', '400',
+                     '--runs_root', str(tmp_path), '--run_id', 'catch'],
+      timeout_s=300)
+  output = result['output']
+  assert result['returncode'] == 0, output[-5000:]
+  assert not result['leftovers'], 'processes left behind'
+  assert '[progress' in output
+  record = run_records.RunRecord(tmp_path / 'catch')
+  summary = record.read_summary()
+  assert summary['stop_reason'] == 'learner steps reached 400', summary
+  late = [e['score'] for e in record.read_evaluation_episodes()
+          if e['learner_steps'] >= 250]
+  assert len(late) >= 20, (len(late), output[-3000:])
+  assert np.mean(late[-20:]) >= 0.8, late[-20:]
+  config = record.read_config()
+  assert config['agent'] == 'impala' and config['correction'] == 'vtrace'
+  for actor in ('actor/0', 'actor/1'):
+    assert summary['nodes'][actor]['items_sent'] > 0, summary['nodes'][actor]
+
+
+def test_a_killed_impala_actor_does_not_stop_learning(tmp_path):
+  killed = {}
+
+  def kill_an_actor_once_learning(process):
+    record = run_records.RunRecord(tmp_path / 'kill')
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+      rows = record.read_metrics('supervisor') if record.exists() else []
+      if rows and (rows[-1].get('learner_steps') or 0) > 0:
+        actor = node_process(process.pid, 'actor/1')
+        if actor is not None:
+          actor.kill()
+          killed['learner_steps'] = rows[-1]['learner_steps']
+          return
+      time.sleep(0.5)
+
+  result = run_module(
+      'launch_programs.impala',
+      _CATCH_ARGS + ['--no_evaluator', '--minutes', '4',
+                     '--max_learner_steps', '500', '--report_period_s', '2',
+                     '--runs_root', str(tmp_path), '--run_id', 'kill'],
+      timeout_s=360, during=kill_an_actor_once_learning)
+  assert 'learner_steps' in killed, result['output'][-3000:]
+  assert result['returncode'] == 0 and not result['leftovers']
+  summary = run_records.RunRecord(tmp_path / 'kill').read_summary()
+  assert summary['stop_reason'] == 'learner steps reached 500', summary
+  assert summary['counts']['learner_steps'] > killed['learner_steps'] + 200
+  assert 'error' in summary['nodes']['actor/1']      # the dead actor
+  assert summary['nodes']['actor/0']['steps'] > 0    # the live one went on
+
+
+def test_a_restarted_impala_learner_resumes_from_its_checkpoint(tmp_path):
+  common = _CATCH_ARGS + ['--no_evaluator', '--minutes', '3',
+                          '--runs_root', str(tmp_path), '--run_id', 'resume']
+  first = run_module('launch_programs.impala',
+                     common + ['--max_learner_steps', '100'], timeout_s=300)
+  assert first['returncode'] == 0, first['output'][-3000:]
+  record = run_records.RunRecord(tmp_path / 'resume')
+  steps_at_stop = record.read_summary()['nodes']['learner']['learner_steps']
+  assert steps_at_stop >= 100
+  assert list((record.checkpoint_dir / 'learner').glob('ckpt-*.index'))
+  second = run_module('launch_programs.impala',
+                      common + ['--max_learner_steps', '200', '--resume'],
+                      timeout_s=300)
+  assert second['returncode'] == 0, second['output'][-3000:]
+  assert 'resuming' in second['output']
+  learner = record.read_summary()['nodes']['learner']
+  assert learner['learner_steps'] >= 200
+  # The steps continued from the checkpoint, and so did the frame count that
+  # anneals the learning rate.
+  assert learner['learner_steps'] - learner['learner_steps_this_run'] >= 100
+  assert learner['learner_frames'] > 100 * 16 * 20
+
+
+def test_multi_task_program_gives_each_game_its_actors_and_evaluator(tmp_path):
+  """Table 4's multi-task row: fixed actors per game, 18 actions, per-game
+  evaluation nodes; bounded to a few learner steps on the shallow network."""
+  result = run_module(
+      'launch_programs.impala',
+      ['--environment', 'atari/pong,atari/breakout', '--num_actors', '2',
+       '--set', 'environments_per_actor=2', '--set', 'action_set=full',
+       '--set', 'network=shallow', '--set', 'batch_size=4',
+       '--minutes', '3', '--max_learner_steps', '3',
+       '--runs_root', str(tmp_path), '--run_id', 'mt'],
+      timeout_s=300)
+  output = result['output']
+  assert result['returncode'] == 0, output[-5000:]
+  assert not result['leftovers']
+  record = run_records.RunRecord(tmp_path / 'mt')
+  topology = record.read_topology()
+  assert topology['games'] == ['pong', 'breakout']
+  assert topology['nodes']['evaluator'] == 2
+  summary = record.read_summary()
+  assert summary['stop_reason'] == 'learner steps reached 3', summary
+  assert summary['nodes']['evaluator/0']['game'] == 'pong'
+  assert summary['nodes']['evaluator/1']['game'] == 'breakout'
+  for actor in ('actor/0', 'actor/1'):  # pong, breakout
+    assert summary['nodes'][actor]['items_sent'] > 0
+  assert record.read_config()['impala']['action_set'] == 'full'
+  # Bad multi-task requests name what is valid.
+  bad = run_module('launch_programs.impala',
+                   ['--environment', 'atari/pong,atari/breakout',
+                    '--num_actors', '3', '--set', 'action_set=full'],
+                   timeout_s=60)
+  assert bad['returncode'] != 0 and 'multiple' in bad['output']
