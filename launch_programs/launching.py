@@ -104,7 +104,7 @@ def use_line_buffered_sed() -> None:
 
 
 def launch_and_wait(program: lp.Program, *, launch_type: str,
-                    max_seconds: float, grace_s: float = 30.0,
+                    max_seconds: float, grace_s: float = 60.0,
                     stop_grace_s: float = 10.0,
                     critical_groups: Sequence[str] = ('supervisor',),
                     local_resources: Optional[Mapping[str, Any]] = None

@@ -54,6 +54,7 @@ environments report a single `done`: the observation that truncation would
 bootstrap from is replaced by the reset one.
 """
 
+import time
 from typing import Any, Callable, Dict, List, NamedTuple, Sequence
 
 import numpy as np
@@ -143,6 +144,27 @@ def table_names(config: config_lib.ImpalaConfig) -> List[str]:
   return names
 
 
+def _new_trajectory_writer(client: reverb.Client, num_keep_alive_refs: int,
+                           should_stop: Callable[[], bool],
+                           slice_ms: int) -> reverb.TrajectoryWriter:
+  """A writer, once the server answers; waits in slices while it does not.
+
+  Why: the writer fetches the tables' signatures from the server, by default
+  within 3 s. In a program whose nodes all start at once the replay node may
+  still be importing TensorFlow then (measured: actors died with "Deadline
+  Exceeded" on a loaded 2-core host), so the actor waits for it instead.
+  """
+  while True:
+    try:
+      return client.trajectory_writer(
+          num_keep_alive_refs=num_keep_alive_refs,
+          get_signature_timeout_ms=max(slice_ms, 3000))
+    except (RuntimeError, reverb.errors.ReverbError):
+      if should_stop():
+        raise
+      time.sleep(slice_ms / 1000.0)
+
+
 class UnrollWriter:
   """Writes one environment's unrolls; one item per table every n + 1 steps.
 
@@ -173,8 +195,8 @@ class UnrollWriter:
     self._tables = list(tables)
     self._should_stop = should_stop
     self._wait_slice_ms = int(wait_slice_ms)
-    self._writer = client.trajectory_writer(
-        num_keep_alive_refs=self._unroll_length + 1)
+    self._writer = _new_trajectory_writer(client, self._unroll_length + 1,
+                                          should_stop, self._wait_slice_ms)
     self._steps = 0
     self._pending = False
     self.items_written = 0

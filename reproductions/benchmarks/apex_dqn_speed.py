@@ -45,20 +45,20 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import psutil
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 
 
 # --- Bare limits, each in its own pinned subprocess. ------------------------
 
 
-def _run_python(code: str, cpus: Sequence[int], timeout_s: float) -> Dict:
+def run_python(code: str, cpus: Sequence[int], timeout_s: float) -> Dict:
   """Runs `code` pinned to `cpus`; it prints one JSON line last."""
-  env = dict(os.environ, PYTHONPATH=_ROOT, TF_CPP_MIN_LOG_LEVEL='2')
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='2')
   command = ['taskset', '-c', ','.join(map(str, cpus)), sys.executable, '-c',
              code]
   out = subprocess.run(command, capture_output=True, text=True, env=env,
-                       timeout=timeout_s, cwd=_ROOT, check=False)
+                       timeout=timeout_s, cwd=ROOT, check=False)
   lines = [l for l in out.stdout.splitlines() if l.startswith('{')]
   if out.returncode != 0 or not lines:
     raise RuntimeError(f'bare measurement failed:\n{out.stderr[-3000:]}')
@@ -115,13 +115,13 @@ print(json.dumps({{'steps_per_s': steps, 'samples_per_s': steps * b}}))
 
 
 def bare_environment(game: str, seconds: float, cpu: int) -> Dict[str, float]:
-  return _run_python(_BARE_ENV.format(game=game, seconds=seconds), [cpu],
+  return run_python(_BARE_ENV.format(game=game, seconds=seconds), [cpu],
                      timeout_s=seconds * 3 + 120)
 
 
 def bare_train_step(batch: int, xla: bool, seconds: float,
                     cpu: int) -> Dict[str, float]:
-  return _run_python(
+  return run_python(
       _BARE_STEP.format(batch=batch, xla=xla, seconds=seconds), [cpu],
       timeout_s=seconds + 240)
 
@@ -129,7 +129,7 @@ def bare_train_step(batch: int, xla: bool, seconds: float,
 # --- Program runs. ---------------------------------------------------------
 
 
-def _node_title(process: psutil.Process) -> Optional[str]:
+def node_title(process: psutil.Process) -> Optional[str]:
   """The Launchpad node a process runs, from its output decorator's command."""
   try:
     parent = process.parent()
@@ -144,7 +144,7 @@ def _node_title(process: psutil.Process) -> Optional[str]:
   return None
 
 
-class _MemorySampler(threading.Thread):
+class MemorySampler(threading.Thread):
   """Peak RSS per node of a program's process tree, every second."""
 
   def __init__(self, root_pid: int):
@@ -168,7 +168,7 @@ class _MemorySampler(threading.Thread):
           rss = child.memory_info().rss / 1e6
         except psutil.Error:
           continue
-        title = _node_title(child) or str(child.pid)
+        title = node_title(child) or str(child.pid)
         self.peak_mb[title] = max(self.peak_mb.get(title, 0.0), rss)
         total += rss
       self.peak_total_mb = max(self.peak_total_mb, total)
@@ -191,11 +191,11 @@ def run_program(name: str, runs_root: str, num_actors: int,
           '--set', f'batch_size={batch}', '--set', 'min_replay_size=1000',
           '--set', f'jit_compile={xla}',
           '--runs_root', runs_root, '--run_id', name, *extra]
-  env = dict(os.environ, PYTHONPATH=_ROOT)
+  env = dict(os.environ, PYTHONPATH=ROOT)
   launched = time.time()
-  process = subprocess.Popen(args, cwd=_ROOT, env=env, stdout=subprocess.PIPE,
+  process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, start_new_session=True)
-  sampler = _MemorySampler(process.pid)
+  sampler = MemorySampler(process.pid)
   sampler.start()
   try:
     output, _ = process.communicate(timeout=seconds + 180)
@@ -211,10 +211,10 @@ def run_program(name: str, runs_root: str, num_actors: int,
   summary = record.read_summary() or {}
   if process.returncode != 0 or not summary:
     raise RuntimeError(f'{name} failed:\n{output.decode()[-4000:]}')
-  return _figures(record, summary, sampler, launched, skip_s, batch)
+  return read_figures(record, summary, sampler, launched, skip_s, batch)
 
 
-def _figures(record, summary, sampler, launched, skip_s, batch):
+def read_figures(record, summary, sampler, launched, skip_s, batch):
   rows = record.read_metrics('supervisor')
   learner_rows = record.read_metrics('learner')
   first = next((r for r in learner_rows if r.get('learner_steps')), None)
@@ -262,7 +262,7 @@ def _figures(record, summary, sampler, launched, skip_s, batch):
 # --- Driver. ---------------------------------------------------------------
 
 
-def _fmt(value, digits=0):
+def fmt(value, digits=0):
   if value is None:
     return '-'
   return f'{value:,.{digits}f}'
@@ -340,16 +340,16 @@ def main(argv=None) -> Dict[str, Any]:
     step = results['bare_step'][f'b{batch}_xla0']['samples_per_s']
     run['frames_vs_bare_env'] = run['actor_frames_per_s'] / bare_fps
     run['samples_vs_bare_step'] = run['learner_samples_per_s'] / step
-    print(f'| {name} | {run["actors"]} | {_fmt(run["actor_frames_per_s"])} | '
-          f'{_fmt(run["actor_frames_per_s_per_actor"])} | '
+    print(f'| {name} | {run["actors"]} | {fmt(run["actor_frames_per_s"])} | '
+          f'{fmt(run["actor_frames_per_s_per_actor"])} | '
           f'{run["frames_vs_bare_env"]:.3f} | '
-          f'{_fmt(run["learner_samples_per_s"])} | '
+          f'{fmt(run["learner_samples_per_s"])} | '
           f'{run["samples_vs_bare_step"]:.2f} | '
-          f'{_fmt(run["replay_inserts_per_s"])} | '
-          f'{_fmt(run["replay_samples_per_s"])} | '
-          f'{_fmt(run["launch_to_first_learner_step_s"], 1)} | '
-          f'{_fmt(run["learner_rss_mb"])} | {_fmt(run["actor_node_rss_mb"])} | '
-          f'{_fmt(run["total_rss_mb"])} |')
+          f'{fmt(run["replay_inserts_per_s"])} | '
+          f'{fmt(run["replay_samples_per_s"])} | '
+          f'{fmt(run["launch_to_first_learner_step_s"], 1)} | '
+          f'{fmt(run["learner_rss_mb"])} | {fmt(run["actor_node_rss_mb"])} | '
+          f'{fmt(run["total_rss_mb"])} |')
   del bare_sps
   line = json.dumps(results, default=float)
   print(line)
