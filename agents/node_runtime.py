@@ -7,6 +7,7 @@ bounded, and name the errors that mean "the replay is not there right now".
 Shared by the Ape-X DQN and IMPALA learners and actors.
 """
 
+import json
 import threading
 import time
 from typing import Any, Callable, Dict, Optional
@@ -14,6 +15,7 @@ from typing import Any, Callable, Dict, Optional
 from absl import logging
 import reverb
 import tensorflow as tf
+import tree
 
 # Errors that mean "no batch right now, try again later": server gone or
 # restarting (Unavailable, Cancelled, Internal, Aborted, Unknown), table
@@ -118,3 +120,34 @@ class BackgroundIncrements:
       with self._lock:
         if not self._pending:
           self._idle.set()
+
+
+def counter_state_json(counter: Any,
+                       increments: 'BackgroundIncrements') -> Optional[str]:
+  """The shared counter's state as JSON, for a learner's checkpoint.
+
+  At shutdown the counter node may stop before the learner, and a call to a
+  stopped node never returns: if the pending increments cannot be delivered
+  promptly, the counter is taken to be gone and its state as of the last
+  snapshot (about a second old, more on a loaded machine) is used instead.
+  None if the counter keeps no state.
+  """
+  if counter is None or not hasattr(counter, 'save'):
+    return None
+  state = None
+  if increments.flush(timeout_s=2.0):
+    state = call_with_timeout(counter.save, timeout_s=2.0)
+  if state is None:
+    state = increments.latest_state
+    logging.warning('Counter unreachable; checkpointing its last snapshot.')
+  if state is None:
+    return None
+  state = tree.map_structure(
+      lambda x: x.item() if hasattr(x, 'item') else x, state)
+  return json.dumps(state)
+
+
+def restore_counter(counter: Any, state_json: str) -> None:
+  """Puts a checkpointed counter state (counter_state_json) back."""
+  if state_json and counter is not None and hasattr(counter, 'restore'):
+    counter.restore(json.loads(state_json))

@@ -57,7 +57,6 @@ Design notes
   saves every `checkpoint_period_s` and on exit; 3 checkpoints are kept.
 """
 
-import json
 import os
 import threading
 import time
@@ -68,7 +67,6 @@ import numpy as np
 import reverb
 import sonnet as snt
 import tensorflow as tf
-import tree
 
 from agents.apex_dqn import config as config_lib
 from agents.apex_dqn import targets
@@ -493,21 +491,10 @@ class ApeXDQNLearner:
     """Writes a checkpoint (keeps the latest 3); returns its path."""
     if self._manager is None:
       return None
-    if self._counter is not None and hasattr(self._counter, 'save'):
-      # At shutdown the counter node may stop before the learner, and a call
-      # to a stopped node never returns: if the pending increments cannot be
-      # delivered promptly, the counter is gone and its state as of the last
-      # snapshot (about a second old, more on a loaded machine) is checkpointed instead.
-      state = None
-      if self._counter_increments.flush(timeout_s=2.0):
-        state = node_runtime.call_with_timeout(self._counter.save, timeout_s=2.0)
-      if state is None:
-        state = self._counter_increments.latest_state
-        logging.warning('Counter unreachable; checkpointing its last snapshot.')
-      if state is not None:
-        state = tree.map_structure(
-            lambda x: x.item() if hasattr(x, 'item') else x, state)
-        self._counter_state.assign(json.dumps(state))
+    state = node_runtime.counter_state_json(self._counter,
+                                            self._counter_increments)
+    if state is not None:
+      self._counter_state.assign(state)
     path = self._manager.save(checkpoint_number=self._num_steps)
     self._last_checkpoint_time = time.time()
     logging.info('Learner checkpoint at step %d: %s',
@@ -521,10 +508,8 @@ class ApeXDQNLearner:
         raise ValueError('No checkpoint to restore.')
       path = self._manager.latest_checkpoint
     self._checkpoint.restore(path).assert_existing_objects_matched()
-    state = self._counter_state.numpy().decode()
-    if state and self._counter is not None and hasattr(self._counter,
-                                                       'restore'):
-      self._counter.restore(json.loads(state))
+    node_runtime.restore_counter(self._counter,
+                                 self._counter_state.numpy().decode())
     self.restored_from = path
     logging.info('Learner restored from %s at step %d.', path,
                  int(self._num_steps.numpy()))

@@ -45,7 +45,6 @@ restores the latest checkpoint in `checkpoint_dir` (resume); `run()` saves
 every `checkpoint_period_s` and when it returns.
 """
 
-import json
 import threading
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
@@ -55,7 +54,6 @@ import numpy as np
 import reverb
 import sonnet as snt
 import tensorflow as tf
-import tree
 
 from agents import node_runtime
 from agents.impala import config as config_lib
@@ -477,19 +475,10 @@ class ImpalaLearner:
     """Writes a checkpoint (keeps the latest few); returns its path."""
     if self._manager is None:
       return None
-    if self._counter is not None and hasattr(self._counter, 'save'):
-      # The counter node may already be gone at shutdown: then its last
-      # snapshot (about a second old) is checkpointed instead.
-      state = None
-      if self._counter_increments.flush(timeout_s=2.0):
-        state = node_runtime.call_with_timeout(self._counter.save, timeout_s=2.0)
-      if state is None:
-        state = self._counter_increments.latest_state
-        logging.warning('Counter unreachable; checkpointing its last snapshot.')
-      if state is not None:
-        state = tree.map_structure(
-            lambda x: x.item() if hasattr(x, 'item') else x, state)
-        self._counter_state.assign(json.dumps(state))
+    state = node_runtime.counter_state_json(self._counter,
+                                            self._counter_increments)
+    if state is not None:
+      self._counter_state.assign(state)
     path = self._manager.save(checkpoint_number=self._num_steps)
     self._last_checkpoint_time = time.time()
     logging.info('IMPALA learner checkpoint at step %d: %s', self.num_steps,
@@ -503,10 +492,8 @@ class ImpalaLearner:
         raise ValueError('No checkpoint to restore.')
       path = self._manager.latest_checkpoint
     self._checkpoint.restore(path).assert_existing_objects_matched()
-    state = self._counter_state.numpy().decode()
-    if state and self._counter is not None and hasattr(self._counter,
-                                                       'restore'):
-      self._counter.restore(json.loads(state))
+    node_runtime.restore_counter(self._counter,
+                                 self._counter_state.numpy().decode())
     self.restored_from = path
     logging.info('IMPALA learner restored from %s at step %d.', path,
                  self.num_steps)
