@@ -251,31 +251,20 @@ def run(program: ProgramConfig, agent: config_lib.ImpalaConfig,
             **(experiment_keys or {}),
             'program': dataclasses.asdict(program),
             'impala': dataclasses.asdict(agent)}
-  bounds = [f'{program.max_seconds:.0f} s']
-  if program.max_actor_frames:
-    bounds.append(f'{program.max_actor_frames:,} frames')
-  if program.max_learner_steps:
-    bounds.append(f'{program.max_learner_steps:,} learner steps')
   return launching.run_recorded(
       'impala', config, topology(program, agent),
       functools.partial(make_program, program, agent),
       launch_type=program.launch_type, max_seconds=program.max_seconds,
-      description=(f'{program.environment}, {program.profile} profile; stops '
-                   f'at the first of {", ".join(bounds)}'),
+      description=program.description(),
       runs_root=runs_root, run_id=run_id, resume=resume,
       critical_groups=('supervisor', 'learner', 'counter'))
-
-
-# Frame-bounded runs also get a wall-time bound: the frames at this rate.
-_SLOWEST_EXPECTED_FRAMES_PER_S = 200.0
 
 
 def configs_for_experiment_run(run_spec):
   """The program and agent configs of one reproductions.experiments.RunSpec."""
   keys = run_spec.config
   games = keys['games']
-  max_seconds = (3600.0 * run_spec.wall_hours if run_spec.wall_hours
-                 else run_spec.total_frames / _SLOWEST_EXPECTED_FRAMES_PER_S)
+  max_seconds = program_config.experiment_max_seconds(run_spec)
   program = ProgramConfig(
       environment=','.join(f'atari/{g}' for g in games),
       profile=keys['profile'], max_seconds=max_seconds,
@@ -296,13 +285,8 @@ def configs_for_experiment_run(run_spec):
 
 def run_experiment(runs) -> int:
   """Runs an experiment's RunSpecs one after another (launch_programs.paper)."""
-  failures = 0
-  for i, run_spec in enumerate(runs):
-    program, agent = configs_for_experiment_run(run_spec)
-    print(f'[impala] run {i + 1}/{len(runs)}: {run_spec.name}', flush=True)
-    summary = run(program, agent, experiment_keys=dict(run_spec.config))
-    failures += summary.get('stop_reason') is None
-  return 1 if failures else 0
+  return program_config.run_experiment('impala', runs,
+                                       configs_for_experiment_run, run)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

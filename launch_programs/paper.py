@@ -25,7 +25,7 @@ from reproductions import experiments
 AGENT_PROGRAMS: Dict[str, Optional[str]] = {
     'apex_dqn': 'launch_programs.apex_dqn',
     'apex_dpg': None,
-    'impala': None,
+    'impala': 'launch_programs.impala',
     'gorila': None,
 }
 

@@ -9,7 +9,7 @@ the settings of the *program*.
 
 import argparse
 import dataclasses
-from typing import Any, Dict, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type
 
 from launch_programs import launching
 
@@ -40,6 +40,16 @@ class ProgramConfig:
   learner_cpus: Optional[Tuple[int, ...]] = None
   other_cpus: Optional[Tuple[int, ...]] = None
 
+  def description(self) -> str:
+    """What runs and when it stops, for the launch line."""
+    bounds = [f'{self.max_seconds:.0f} s']
+    if self.max_actor_frames:
+      bounds.append(f'{self.max_actor_frames:,} frames')
+    if self.max_learner_steps:
+      bounds.append(f'{self.max_learner_steps:,} learner steps')
+    return (f'{self.environment}, {self.profile} profile; stops at the first '
+            f'of {", ".join(bounds)}')
+
   @property
   def environments(self) -> Tuple[str, ...]:
     return tuple(e.strip() for e in self.environment.split(',') if e.strip())
@@ -69,6 +79,36 @@ class ProgramConfig:
         raise ValueError(
             f'{agent} acts in {" or ".join(f + "/..." if f == "atari" else f for f in families)}'
             f', not {environment!r}')
+
+
+# Frame-bounded experiment runs also get a wall-time bound: their frames at
+# this rate.
+SLOWEST_EXPECTED_FRAMES_PER_S = 200.0
+
+
+def experiment_max_seconds(run_spec: Any) -> float:
+  """A reproductions.experiments.RunSpec's wall-time bound."""
+  if run_spec.wall_hours:
+    return 3600.0 * run_spec.wall_hours
+  return run_spec.total_frames / SLOWEST_EXPECTED_FRAMES_PER_S
+
+
+def run_experiment(agent: str, runs: Sequence[Any],
+                   configs_for_run: Callable[[Any], Tuple[Any, Any]],
+                   run: Callable[..., Dict[str, Any]]) -> int:
+  """Runs an experiment's RunSpecs one after another (launch_programs.paper).
+
+  Each run's experiment keys go into its config.json, so that
+  reproductions.figures can select it. Returns 1 if any run failed.
+  """
+  failures = 0
+  for i, run_spec in enumerate(runs):
+    program, agent_config = configs_for_run(run_spec)
+    print(f'[{agent}] run {i + 1}/{len(runs)}: {run_spec.name}', flush=True)
+    summary = run(program, agent_config,
+                  experiment_keys=dict(run_spec.config))
+    failures += summary.get('stop_reason') is None
+  return 1 if failures else 0
 
 
 def add_arguments(parser: argparse.ArgumentParser, config_name: str,

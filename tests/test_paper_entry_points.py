@@ -228,7 +228,7 @@ class CliTest(unittest.TestCase):
     with mock.patch.object(subprocess, 'Popen', boom), \
          mock.patch.object(os, 'fork', boom), \
          mock.patch.object(multiprocessing.Process, 'start', boom):
-      code, _, _ = self._main(['impala_table2', '--profile', 'local'])
+      code, _, _ = self._main(['gorila', '--profile', 'local'])
     self.assertEqual(code, 2)
     boom.assert_not_called()
     children = f'/proc/{os.getpid()}/task/{os.getpid()}/children'
@@ -239,3 +239,29 @@ class CliTest(unittest.TestCase):
 
 if __name__ == '__main__':
   unittest.main()
+
+
+class ImpalaExperimentsTest(unittest.TestCase):
+
+  def test_every_impala_run_becomes_a_valid_program_config(self):
+    """Each IMPALA RunSpec maps onto the agent's own config fields."""
+    from launch_programs import impala  # pylint: disable=g-import-not-at-top
+    for name, e in experiments.EXPERIMENTS.items():
+      if e.agent != 'impala':
+        continue
+      for profile in experiments.PROFILES:
+        for run in e.runs(profile, ['pong', 'breakout']):
+          with self.subTest(experiment=name, profile=profile, run=run.name):
+            program, agent = impala.configs_for_experiment_run(run)
+            impala.validate(program, agent)
+            keys = run.config
+            self.assertEqual(agent.num_actors, keys['num_actors'])
+            self.assertEqual(agent.network, keys['architecture'])
+            self.assertEqual(agent.correction, keys.get('correction', 'vtrace'))
+            self.assertEqual(agent.replay_proportion > 0,
+                             bool(keys.get('replay_mixing')))
+            self.assertEqual(agent.total_frames, run.total_frames)
+            self.assertEqual([e.split('/')[1] for e in program.environments],
+                             keys['games'])
+            if len(keys['games']) > 1:
+              self.assertEqual(agent.action_set, 'full')
