@@ -4,4 +4,4 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../launch_programs/ensure_venv.sh"
 cd "$repo_root"
-exec python -m pytest tests "$@"
+exec python -m pytest tests --durations=15 "$@"

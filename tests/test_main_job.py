@@ -10,7 +10,7 @@ from conftest import run_module
 
 def test_main_job_runs_apex_on_pong_and_leaves_curve_and_scores(tmp_path):
   result = run_module('launch_programs.main',
-                      ['--minutes', '1', '--runs_root', str(tmp_path)],
+                      ['--minutes', '2', '--runs_root', str(tmp_path)],
                       timeout_s=300)
   output = result['output']
   assert result['returncode'] == 0, output[-5000:]
