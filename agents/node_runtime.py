@@ -151,3 +151,26 @@ def restore_counter(counter: Any, state_json: str) -> None:
   """Puts a checkpointed counter state (counter_state_json) back."""
   if state_json and counter is not None and hasattr(counter, 'restore'):
     counter.restore(json.loads(state_json))
+
+
+def run_steps(step: Callable[[], Any], stop_requested: Callable[[], bool],
+              checkpoint_due: Callable[[], bool], save: Optional[Callable[[], Any]],
+              num_steps: Optional[int] = None) -> None:
+  """A learner's loop: step until a stop, `num_steps`, or step() returns None.
+
+  Saves whenever `checkpoint_due()` and once more on the way out, whatever
+  ends the loop (`save` None: no checkpoints).
+  """
+  taken = 0
+  try:
+    while not stop_requested():
+      if num_steps is not None and taken >= num_steps:
+        break
+      if step() is None:
+        break
+      taken += 1
+      if save is not None and checkpoint_due():
+        save()
+  finally:
+    if save is not None:
+      save()

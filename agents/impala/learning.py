@@ -424,20 +424,12 @@ class ImpalaLearner:
 
     Checkpoints every `checkpoint_period_s` and when it returns.
     """
-    taken = 0
-    try:
-      while not self._stop_requested():
-        if num_steps is not None and taken >= num_steps:
-          break
-        if self.step() is None:
-          break
-        taken += 1
-        if (self._manager is not None and time.time() -
-            self._last_checkpoint_time >= self._checkpoint_period_s):
-          self.save()
-    finally:
-      if self._manager is not None:
-        self.save()
+    node_runtime.run_steps(
+        self.step, self._stop_requested,
+        checkpoint_due=lambda: (time.time() - self._last_checkpoint_time
+                                >= self._checkpoint_period_s),
+        save=self.save if self._manager is not None else None,
+        num_steps=num_steps)
 
   # ---------------------------------------------------------------------------
   # Variables, checkpoints, reporting.
