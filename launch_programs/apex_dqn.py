@@ -31,6 +31,7 @@ import launchpad as lp
 
 from agents.apex_dqn import config as config_lib
 from launch_programs import launching
+from launch_programs import replay_node
 from launch_programs import program_config
 from launch_programs import supervisor as supervisor_lib
 from reproductions import run_records
@@ -117,7 +118,7 @@ def actor_groups(program: ProgramConfig,
                for start in range(0, agent.num_actors, k))
 
 
-def _replay_node(program, agent):
+def _pinned_replay_tables(program, agent):
   launching.pin_process_to_cpus(program.other_cpus)
   return _replay_tables(program, agent)
 
@@ -202,18 +203,19 @@ def make_program(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
   validate(program)
   lp_program = lp.Program('apex_dqn')
   with lp_program.group('replay'):
-    replay_node = lp_program.add_node(
-        lp.ReverbNode(functools.partial(_replay_node, program, agent)))
+    replay = lp_program.add_node(
+        replay_node.ReplayNode(
+            functools.partial(_pinned_replay_tables, program, agent)))
   with lp_program.group('counter'):
     counter = lp_program.add_node(lp.CourierNode(_counter_node, program))
   with lp_program.group('learner'):
     learner = lp_program.add_node(lp.CourierNode(
-        _learner, replay_node, counter, program, agent, run_dir))
+        _learner, replay, counter, program, agent, run_dir))
   reports = {'learner': learner}
   with lp_program.group('actor'):
     for i, actor_ids in enumerate(actor_groups(program, agent)):
       reports[f'actor/{i}'] = lp_program.add_node(lp.CourierNode(
-          _actor, replay_node, learner, counter, i, actor_ids, program, agent,
+          _actor, replay, learner, counter, i, actor_ids, program, agent,
           run_dir))
   if program.evaluator:
     with lp_program.group('evaluator'):

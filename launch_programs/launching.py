@@ -81,6 +81,22 @@ def _node_titles() -> Dict[int, str]:
   return titles
 
 
+def set_node_tensorflow_environment() -> None:
+  """Gives the nodes the environment TensorFlow sets when it is imported.
+
+  Why: importing TensorFlow sets TF2_BEHAVIOR=1 (and TF_CPP_MIN_LOG_LEVEL=1)
+  in its process, and Launchpad's nodes inherit the launcher's environment.
+  The launcher no longer imports TensorFlow (launch_programs/replay_node.py),
+  and without TF2_BEHAVIOR in its environment a node's TensorFlow started in
+  graph mode: measured, functions a learner node then traced in its main
+  thread registered their inner loop and branch functions outside the eager
+  context, and their first call failed with "Op type not registered
+  'cond_true_...'" (both learners).
+  """
+  os.environ.setdefault('TF2_BEHAVIOR', '1')
+  os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1')
+
+
 def use_line_buffered_sed() -> None:
   """Makes the `sed` of Launchpad's output decorator flush every line.
 
@@ -115,6 +131,7 @@ def launch_and_wait(program: lp.Program, *, launch_type: str,
         f'unknown launch type {launch_type!r}; valid choices: {LAUNCH_TYPES}')
   ensure_absl_flags_parsed()
   use_line_buffered_sed()
+  set_node_tensorflow_environment()
   start = time.time()
   manager = lp.launch(program, launch_type=launch_type,
                       terminal='current_terminal',

@@ -25,6 +25,7 @@ import launchpad as lp
 
 from agents import node_runtime
 from launch_programs import launching
+from launch_programs import replay_node
 from launch_programs import supervisor as supervisor_lib
 
 REPLAY_TABLE = 'smoke_replay'
@@ -96,7 +97,7 @@ class SmokeLearner:
     # Off the critical path: a Courier call to a stopped counter would block
     # this node at shutdown (agents/node_runtime.py).
     self._counter = node_runtime.BackgroundIncrements(counter)
-    # A ReverbNode's handle dereferences to a reverb.Client.
+    # The replay node's handle dereferences to a reverb.Client.
     self._client = replay
     spec = specs.make_environment_spec(_environment(config.seed))
     self._network = _make_network(spec.actions.num_values, config.hidden_units)
@@ -238,7 +239,7 @@ def make_program(config: SmokeConfig, run_dir: str) -> lp.Program:
   program = lp.Program('smoke')
   with program.group('replay'):
     replay = program.add_node(
-        lp.ReverbNode(functools.partial(make_replay_tables, config)))
+        replay_node.ReplayNode(functools.partial(make_replay_tables, config)))
   with program.group('counter'):
     counter = program.add_node(lp.CourierNode(launching.make_counter))
   with program.group('learner'):
