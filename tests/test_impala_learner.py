@@ -387,3 +387,67 @@ def test_learner_waiting_on_an_empty_queue_stops_promptly():
     assert report['queue_size'] == 0 and report['learner_steps'] == 0
   finally:
     server.stop()
+
+
+def test_warm_up_compiles_the_step_and_leaves_no_trace_of_its_update():
+  config = _config()
+  batch = _batch(8, impala_networks.make_network_from_config(config,
+                                                             NUM_ACTIONS))
+  learners = []
+  for _ in range(2):
+    network = impala_networks.make_network_from_config(config, NUM_ACTIONS)
+    learners.append(_learner(config, batch, network))
+  warmed, cold = learners
+  for a, b in zip(warmed.network.variables, cold.network.variables):
+    b.assign(a)
+  initial = [v.numpy() for v in warmed.network.variables]
+
+  # Actors fetching parameters during the warm-up see the parameters as they
+  # were, never the throw-away update.
+  fetches, changed, stop = [0], [], threading.Event()
+
+  def fetch():
+    while not stop.is_set():
+      policy, version = warmed.get_variables(['policy', 'version'])
+      fetches[0] += 1
+      if int(version[0]) != 0 or any(
+          not np.array_equal(value, expected)
+          for value, expected in zip(policy, initial)):
+        changed.append(fetches[0])
+      time.sleep(0.001)
+
+  thread = threading.Thread(target=fetch)
+  thread.start()
+  try:
+    assert warmed.warm_up()
+  finally:
+    stop.set()
+    thread.join()
+  assert fetches[0] > 0 and not changed
+  assert warmed.num_steps == 0 and warmed.num_frames == 0
+
+  # Then the two learners step identically: network, optimizer slots,
+  # learning rate and counters were all restored.
+  for _ in range(2):
+    m_warmed, m_cold = warmed.step(), cold.step()
+    for key in ('total_loss', 'gradient_norm', 'learning_rate',
+                'learner_steps', 'learner_frames'):
+      assert m_warmed[key] == m_cold[key], key
+  for a, b in zip(warmed.network.variables + warmed.optimizer.variables,
+                  cold.network.variables + cold.optimizer.variables):
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+  # And the real steps used the warm-up's compiled step.
+  assert warmed._step_fn.experimental_get_tracing_count() == 1  # pylint: disable=protected-access
+
+
+def test_warm_up_declines_when_the_batch_shape_is_unknown():
+  config = _config()
+  network = impala_networks.make_network_from_config(config, NUM_ACTIONS)
+  batch = _batch(9, network)
+  # Unknown batch dimension: nothing can be traced ahead of the data.
+  dataset = tf.data.Dataset.from_tensors(batch).repeat().unbatch().batch(
+      BATCH)
+  learner = learning.ImpalaLearner(network, dataset=dataset, config=config,
+                                   signature=_signature(network))
+  assert not learner.warm_up()
+  assert learner.step() is not None
