@@ -109,7 +109,7 @@ class Setup:
   """A Reverb server with the config's tables, an actor and its envs."""
 
   def __init__(self, config, num_envs=1, source=None, counter=None,
-               logger=None, episode_length=4):
+               logger=None, episode_length=4, after_first_unroll=None):
     self.config = config
     self.network = impala_networks.make_network_from_config(config,
                                                             NUM_ACTIONS)
@@ -127,7 +127,7 @@ class Setup:
     self.actor = actor_lib.ImpalaActor(
         self.envs, self.network, self.client, config, actor_id=0,
         variable_source=self.source, counter=counter, logger=logger,
-        wait_slice_ms=100)
+        wait_slice_ms=100, after_first_unroll=after_first_unroll)
     self.threads = []
 
   def drain(self, count, table=None):
@@ -250,6 +250,16 @@ def test_behaviour_logits_core_state_and_refresh_at_every_unroll(setups):
       state = tree.map_structure(lambda x: x.numpy()[0], final)
     # An episode reset inside the unrolls is exercised.
     assert any(item.first[1:].any() for item in env_items)
+
+
+def test_after_first_unroll_runs_once_when_the_first_unroll_is_sent(setups):
+  # The program pins an actor to its cores there (launch_programs/impala.py).
+  sizes = []
+  setup = setups(_config(), num_envs=2, after_first_unroll=lambda: sizes.append(
+      setup.table_info(setup.config.queue_table_name).current_size))
+  for _ in range(3):
+    assert setup.actor.run_unroll()
+  assert sizes == [2]  # once, with both environments' first unrolls queued
 
 
 def test_queue_items_are_consumed_exactly_once(setups):

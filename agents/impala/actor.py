@@ -42,7 +42,7 @@ frames, steps/s, parameter version).
 import collections
 import threading
 import time
-from typing import Any, Deque, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Union
 
 import dm_env
 import numpy as np
@@ -129,7 +129,8 @@ class ImpalaActor:
                frames_per_step: Optional[int] = None,
                seed: Optional[int] = None,
                variable_names: Sequence[str] = ('policy', 'version'),
-               wait_slice_ms: int = 1000):
+               wait_slice_ms: int = 1000,
+               after_first_unroll: Optional[Callable[[], None]] = None):
     """Builds the actor (and resets its environments).
 
     Args:
@@ -152,6 +153,10 @@ class ImpalaActor:
         first, then optionally 'version' (the learner step, for logging).
       wait_slice_ms: how long each wait on a full queue lasts before the
         actor checks for a stop.
+      after_first_unroll: called once, when the first unroll has been sent.
+        The program pins the process to its cores there, so that the
+        start-up work before it (tracing the policy, the first unroll) may
+        use the learner's cores, idle until the first batch arrives.
     """
     config.validate()
     if isinstance(environments, dm_env.Environment):
@@ -175,6 +180,7 @@ class ImpalaActor:
                              else int(frames_per_step))
     self._rng = np.random.default_rng(self._actor_id if seed is None else seed)
     self._stop_event = threading.Event()
+    self._after_first_unroll = after_first_unroll
 
     spec = environments[0].observation_spec()
     num_actions = int(environments[0].action_spec().num_values)
@@ -354,6 +360,8 @@ class ImpalaActor:
       env.writer.append(env.step_fields(placeholder), self._core_state(i))
     sent = all([env.writer.wait() for env in self._envs])
     self._unrolls += 1
+    if self._unrolls == 1 and self._after_first_unroll is not None:
+      self._after_first_unroll()
     if self._counter is not None:
       self._counter_increments.increment(
           actor_steps=self._steps - steps_before,
