@@ -204,7 +204,8 @@ class ImpalaActor:
     self._state = tree.map_structure(lambda x: x.numpy(),
                                      network.initial_state(len(self._envs)))
 
-    @tf.function(jit_compile=config.use_xla)
+    # No Python control flow over tensors: autograph only slows tracing.
+    @tf.function(jit_compile=config.use_xla, autograph=False)
     def policy_step(observation, first, last_action, last_reward, state):
       outputs, next_state = self._network(
           impala_networks.ImpalaInputs(observation, first, last_action,

