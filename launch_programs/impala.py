@@ -145,8 +145,18 @@ def _learner(replay_client, counter, program, agent, run_dir):
       signature=signature, replay_client=replay_client)
 
 
+def _inference(learner, program, agent):
+  launching.pin_process_to_cpus(program.other_cpus)
+  launching.limit_tf_threads()
+  from agents.impala import inference  # pylint: disable=g-import-not-at-top
+  environment, network = _build(program.environments[0], agent, seed=0)
+  return inference.InferenceServer(network, agent,
+                                   environment.observation_spec(),
+                                   variable_source=learner)
+
+
 def _actor(replay_client, learner, counter, actor_id, program, agent,
-           run_dir):
+           run_dir, inference=None):
   # Pinned to the other cores only after its first unroll: until the first
   # batch arrives the learner's cores run only its warm-up, while the
   # actors' start-up (environments, tracing, first unroll) is the launch's
@@ -169,7 +179,8 @@ def _actor(replay_client, learner, counter, actor_id, program, agent,
       frames_per_step=frames_per_step(program, agent),
       seed=program.seed * 10_000 + actor_id,
       after_first_unroll=functools.partial(launching.pin_process_to_cpus,
-                                           program.other_cpus))
+                                           program.other_cpus),
+      inference=inference)
 
 
 def _evaluator(learner, counter, index, program, agent, run_dir):
@@ -189,6 +200,7 @@ def _evaluator(learner, counter, index, program, agent, run_dir):
 def topology(program: ProgramConfig,
              agent: config_lib.ImpalaConfig) -> Dict[str, Any]:
   nodes = {'replay': 1, 'counter': 1, 'learner': 1,
+           'inference': 1 if agent.central_inference else 0,
            'actor': agent.num_actors,
            'evaluator': len(program.environments) if program.evaluator else 0,
            'supervisor': 1}
@@ -216,10 +228,19 @@ def make_program(program: ProgramConfig, agent: config_lib.ImpalaConfig,
     learner = lp_program.add_node(lp.CourierNode(
         _learner, replay, counter, program, agent, run_dir))
   reports = {'learner': learner}
+  inference = None
+  if agent.central_inference:
+    with lp_program.group('inference'):
+      # Every actor's call waits in a server thread while its batch forms.
+      inference = lp_program.add_node(lp.CourierNode(
+          _inference, learner, program, agent,
+          courier_kwargs={'thread_pool_size': agent.num_actors + 8}))
+    reports['inference'] = inference
   with lp_program.group('actor'):
     for i in range(agent.num_actors):
       reports[f'actor/{i}'] = lp_program.add_node(lp.CourierNode(
-          _actor, replay, learner, counter, i, program, agent, run_dir))
+          _actor, replay, learner, counter, i, program, agent, run_dir,
+          inference))
   if program.evaluator:
     with lp_program.group('evaluator'):
       for i in range(len(program.environments)):
@@ -283,6 +304,8 @@ def configs_for_experiment_run(run_spec):
                    total_frames=run_spec.total_frames)
   if keys.get('batch_size'):
     overrides['batch_size'] = keys['batch_size']
+  if keys.get('central_inference'):
+    overrides['central_inference'] = True
   if keys.get('replay_mixing'):
     overrides.update(replay_proportion=keys.get('replay_fraction', 0.5),
                      replay_capacity=keys['replay_capacity'])

@@ -82,8 +82,13 @@ DPG_REPLAY = 1_000_000
 # IMPALA Table 1 (DMLab, shallow model): IMPALA rows. Single machine "IMPALA
 # 48 actors"; distributed 150 actors (80K FPS), "optimised" 375 (200K), and
 # "optimised batch 128" 500 actors (250K). Batch 32 unless stated (caption).
-IMPALA_TABLE1_ROWS = (('single_machine', 48, 32), ('distributed', 150, 32),
-                      ('optimised', 375, 32), ('optimised_batch128', 500, 128))
+# (row, actors, batch, central inference): Table 1's IMPALA rows. "dyn.
+# batch" is the single machine's forward passes batched across actors.
+IMPALA_TABLE1_ROWS = (('single_machine', 48, 32, False),
+                      ('single_machine_dyn_batch', 48, 32, True),
+                      ('distributed', 150, 32, False),
+                      ('optimised', 375, 32, False),
+                      ('optimised_batch128', 500, 128, False))
 # Run length for a throughput row NOT STATED; 50M frames is our choice: a few
 # minutes at 80-250K FPS, enough for the steady state figures.py takes.
 IMPALA_TABLE1_FRAMES = 50_000_000
@@ -408,10 +413,12 @@ def _impala_run(experiment, profile, games, num_actors, frames,
   if replay_mixing:
     config.update(replay_capacity=replay,
                   replay_fraction=IMPALA_REPLAY_FRACTION)
+  nodes = dict(replay=1, learner=1, actors=num_actors, evaluator=1,
+               counter=1, supervisor=1)
+  if extra.get('central_inference'):
+    nodes['inference'] = 1
   return RunSpec(config=config, num_actors=num_actors, total_frames=frames,
-                 wall_hours=None, replay_capacity=replay,
-                 nodes=dict(replay=1, learner=1, actors=num_actors,
-                            evaluator=1, counter=1, supervisor=1))
+                 wall_hours=None, replay_capacity=replay, nodes=nodes)
 
 
 def _impala_table1(profile, games):
@@ -419,12 +426,14 @@ def _impala_table1(profile, games):
   if profile == 'paper':
     return [_impala_run('impala_table1', profile, [game], n,
                         IMPALA_TABLE1_FRAMES, architecture='shallow',
-                        variant=row, batch_size=b)
-            for row, n, b in IMPALA_TABLE1_ROWS]
+                        variant=row, batch_size=b, central_inference=dyn)
+            for row, n, b, dyn in IMPALA_TABLE1_ROWS]
   return [_impala_run('impala_table1', profile, [game], n, 1_000_000,
-                      architecture='shallow', variant=f'{n}_actors',
-                      batch_size=32)
-          for n in (1, 2, LOCAL_MAX_ACTORS)]
+                      architecture='shallow',
+                      variant=f'{n}_actors' + ('_dyn_batch' if dyn else ''),
+                      batch_size=32, central_inference=dyn)
+          for n, dyn in ((1, False), (2, False), (LOCAL_MAX_ACTORS, False),
+                         (LOCAL_MAX_ACTORS, True))]
 
 
 def _impala_table2(profile, games):

@@ -41,6 +41,35 @@ def test_impala_program_solves_catch_within_bounded_learner_steps(tmp_path):
     assert summary['nodes'][actor]['items_sent'] > 0, summary['nodes'][actor]
 
 
+def test_with_central_inference_the_program_solves_catch_too(tmp_path):
+  # Table 1's "dyn. batch": every forward pass goes through the inference
+  # node, batched across the 2 actors (8 environments each).
+  result = run_module(
+      'launch_programs.impala',
+      _CATCH_ARGS + ['--set', 'central_inference=True', '--minutes', '3',
+                     '--max_learner_steps', '400',
+                     '--runs_root', str(tmp_path), '--run_id', 'dyn'],
+      timeout_s=300)
+  output = result['output']
+  assert result['returncode'] == 0, output[-5000:]
+  assert not result['leftovers'], 'processes left behind'
+  record = run_records.RunRecord(tmp_path / 'dyn')
+  summary = record.read_summary()
+  assert summary['stop_reason'] == 'learner steps reached 400', summary
+  assert record.read_topology()['nodes']['inference'] == 1
+  inference = summary['nodes']['inference']
+  assert inference['batch_limit'] == 16
+  # More rows per pass than one actor has: batched across actors.
+  assert inference['mean_batch_rows'] > 8.0, inference
+  assert inference['parameter_refreshes'] > 10, inference
+  for actor in ('actor/0', 'actor/1'):
+    assert summary['nodes'][actor]['parameter_version'] > 0
+  late = [e['score'] for e in record.read_evaluation_episodes()
+          if e['learner_steps'] >= 250]
+  assert len(late) >= 20, (len(late), output[-3000:])
+  assert np.mean(late[-20:]) >= 0.8, late[-20:]
+
+
 def test_a_killed_impala_actor_does_not_stop_learning(tmp_path):
   killed = {}
 

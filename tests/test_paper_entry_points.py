@@ -265,3 +265,15 @@ class ImpalaExperimentsTest(unittest.TestCase):
                              keys['games'])
             if len(keys['games']) > 1:
               self.assertEqual(agent.action_set, 'full')
+            self.assertEqual(agent.central_inference,
+                             bool(keys.get('central_inference')))
+            self.assertEqual(run.nodes.get('inference', 0),
+                             int(agent.central_inference))
+
+  def test_table1_has_the_dyn_batch_row(self):
+    rows = {run.config['variant']: run
+            for run in experiments.get('impala_table1').runs('paper')}
+    self.assertTrue(rows['single_machine_dyn_batch'].config[
+        'central_inference'])
+    self.assertEqual(rows['single_machine_dyn_batch'].num_actors, 48)
+    self.assertFalse(rows['single_machine'].config['central_inference'])

@@ -30,7 +30,10 @@ def _run_smoke(tmp_path, *, max_learner_steps, max_seconds, during=None):
 
 @pytest.fixture
 def launched_smoke(tmp_path):
-  return _run_smoke(tmp_path, max_learner_steps=150, max_seconds=40)
+  # 1,500 steps are ~5 s of learning (250-310 steps/s): time for an actor
+  # that starts last to pull a second parameter version (150 steps, ~0.5 s,
+  # once left actor/1 with one version seen).
+  return _run_smoke(tmp_path, max_learner_steps=1500, max_seconds=40)
 
 
 def test_smoke_program_moves_data_and_stops_cleanly(launched_smoke):

@@ -29,6 +29,11 @@ observation, last action and reward, episode bookkeeping, Reverb writer), and
 sends its own unrolls; the paper's one-environment actor is the case of a
 list of one.
 
+Central inference (Table 1's "dyn. batch", agents/impala/inference.py): with
+an inference node the actor sends its environments' inputs there at every
+step instead of running the network, and fetches no parameters; it records
+the logits it was served, with the parameter version that computed them.
+
 Back-pressure: after each unroll the actor waits until the server has
 taken its unrolls (a full queue blocks it, as [CODE]'s enqueue does).
 
@@ -130,7 +135,8 @@ class ImpalaActor:
                seed: Optional[int] = None,
                variable_names: Sequence[str] = ('policy', 'version'),
                wait_slice_ms: int = 1000,
-               after_first_unroll: Optional[Callable[[], None]] = None):
+               after_first_unroll: Optional[Callable[[], None]] = None,
+               inference: Optional[Any] = None):
     """Builds the actor (and resets its environments).
 
     Args:
@@ -157,6 +163,9 @@ class ImpalaActor:
         The program pins the process to its cores there, so that the
         start-up work before it (tracing the policy, the first unroll) may
         use the learner's cores, idle until the first batch arrives.
+      inference: central inference (agents/impala/inference.py, or a Courier
+        handle to it): when given, every forward pass is its `policy_step`
+        and the actor fetches no parameters (`variable_source` is unused).
     """
     config.validate()
     if isinstance(environments, dm_env.Environment):
@@ -181,6 +190,7 @@ class ImpalaActor:
     self._rng = np.random.default_rng(self._actor_id if seed is None else seed)
     self._stop_event = threading.Event()
     self._after_first_unroll = after_first_unroll
+    self._inference = inference
 
     spec = environments[0].observation_spec()
     num_actions = int(environments[0].action_spec().num_values)
@@ -249,7 +259,7 @@ class ImpalaActor:
   def update_parameters(self) -> None:
     """Fetches the learner's parameters (blocking; start of every unroll)."""
     source = self._variable_source
-    if source is None:
+    if source is None or self._inference is not None:
       return
     if hasattr(source, 'get_variables'):
       fetched = source.get_variables(self._variable_names)
@@ -313,9 +323,16 @@ class ImpalaActor:
   def _act(self) -> None:
     """Policy at every environment's x_t, append step t, take a_t."""
     observation, first, last_action, last_reward = self._inputs()
-    logits, next_state = self._policy_step(observation, first, last_action,
-                                           last_reward, self._state)
-    logits = logits.numpy()
+    if self._inference is not None:
+      logits, next_state, version = self._inference.policy_step(
+          observation, first, last_action, last_reward, self._state)
+      self._parameter_version = int(version)
+      # Over Courier a namedtuple state comes back as a plain tuple.
+      next_state = tree.unflatten_as(self._state, tree.flatten(next_state))
+    else:
+      logits, next_state = self._policy_step(observation, first, last_action,
+                                             last_reward, self._state)
+      logits = logits.numpy()
     actions = self._sample(logits)
     for i, env in enumerate(self._envs):
       env.writer.append(env.step_fields(logits[i]), self._core_state(i))
@@ -336,7 +353,7 @@ class ImpalaActor:
         env.discount = float(timestep.discount)
         env.observation = timestep.observation
         env.first = False
-    self._state = tree.map_structure(lambda x: x.numpy(), next_state)
+    self._state = tree.map_structure(np.asarray, next_state)
     self._steps += len(self._envs)
 
   def run_unroll(self) -> bool:

@@ -145,6 +145,23 @@ class ImpalaConfig:
   # on CPU for the local profile (see `local`).
   use_xla: bool = True
 
+  # --- Central inference (Table 1, "IMPALA (dyn. batch)") -------------------
+  # Sec. 5.1: "For single-machine experiments using GPUs, we use dynamic
+  # batching in the forward pass to avoid several batch size 1 forward
+  # passes." Off: each actor runs its own forward pass (Table 1's "IMPALA 48
+  # actors" row). On: an inference node batches all actors' forward passes
+  # (agents/impala/inference.py) and the actors stop fetching parameters.
+  central_inference: bool = False
+  # NOT STATED (the paper's dynamic batching op is not described): a batch
+  # is served once it holds this many environments' observations (0: every
+  # environment of every actor) or when its first request has waited
+  # `inference_timeout_ms`.
+  inference_max_batch: int = 0
+  inference_timeout_ms: float = 10.0
+  # NOT STATED: how often the inference node asks the learner for a newer
+  # parameter version (it fetches the parameters only when there is one).
+  inference_refresh_period_s: float = 0.05
+
   def __post_init__(self):
     # Tuples keep the frozen config hashable when given lists.
     object.__setattr__(self, 'mlp_sizes', tuple(self.mlp_sizes))
@@ -176,6 +193,12 @@ class ImpalaConfig:
     return self.replay_proportion > 0.0
 
   @property
+  def inference_batch_limit(self) -> int:
+    """Environments per central-inference batch (see inference_max_batch)."""
+    return (self.inference_max_batch or
+            self.num_actors * self.environments_per_actor)
+
+  @property
   def full_action_space(self) -> bool:
     """For AtariConfig(full_action_space=...)."""
     return self.action_set == 'full'
@@ -204,6 +227,11 @@ class ImpalaConfig:
             'an integer >= 1')
     check(is_int(self.prefetch_batches) and self.prefetch_batches >= 0,
           'prefetch_batches', 'an integer >= 0')
+    check(is_int(self.inference_max_batch) and self.inference_max_batch >= 0,
+          'inference_max_batch', 'an integer >= 0 (0: all environments)')
+    check(self.inference_timeout_ms >= 0.0, 'inference_timeout_ms', '>= 0')
+    check(self.inference_refresh_period_s > 0.0, 'inference_refresh_period_s',
+          '> 0')
     choice('correction', CORRECTIONS, ' (IMPALA Table 2)')
     choice('network', NETWORKS)
     choice('shallow_variant', SHALLOW_VARIANTS)

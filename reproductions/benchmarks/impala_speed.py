@@ -5,6 +5,7 @@ r"""IMPALA throughput and memory on this machine, each against its limit.
   python -m reproductions.benchmarks.impala_speed \
       --acme_kit /work/shared/bench/acme_baseline                # +4 min
   python -m reproductions.benchmarks.impala_speed --placement   # +7 min
+  python -m reproductions.benchmarks.impala_speed --dyn_batch   # +2.5 min
 
 Every figure is printed as an absolute number and as a ratio to a limit
 measured in the same invocation:
@@ -27,7 +28,11 @@ measured in the same invocation:
                      the local profile's) environments each; with
                      --placement also 4 x 1 (the Acme kit's layout), 8 x 1 and
                      1 x 8 environments (one process per environment vs
-                     batched inference in one process).
+                     batched inference in one process); with --dyn_batch
+                     also 4 x 8 with central inference (`--set
+                     central_inference=True`: Table 1's "dyn. batch", every
+                     forward pass batched across actors by an inference
+                     node on core 1).
 
 Each program run is bounded at `--startup` (45) + `--seconds` (75) seconds
 from its supervisor's start: on 2 cores the learner's first step comes 30-60 s
@@ -500,6 +505,9 @@ def main(argv=None) -> Dict[str, Any]:
                            '(8: the local profile\'s)')
   parser.add_argument('--quick', action='store_true',
                       help='4 actors only, shorter bare measurements')
+  parser.add_argument('--dyn_batch', action='store_true',
+                      help='also 4 actors with central inference (Table 1\'s '
+                           '"dyn. batch" row; agents/impala/inference.py)')
   parser.add_argument('--placement', action='store_true',
                       help='also 4 x 1, 8 x 1 and 1 x 8 actors x environments')
   parser.add_argument('--acme_kit', default=None, metavar='DIR',
@@ -538,19 +546,22 @@ def main(argv=None) -> Dict[str, Any]:
   runs_root = tempfile.mkdtemp(prefix='impala_bench_')
   results['runs_root'] = runs_root
   results['runs'] = {}
-  plan = [(n, k) for n in ((4,) if args.quick else (1, 2, 4))]
+  plan = [(n, k, False) for n in ((4,) if args.quick else (1, 2, 4))]
   if args.placement:
-    plan += [(4, 1), (8, 1), (1, 8)]
-  for n, per_actor in plan:
-    name = f'a{n}_e{per_actor}'
+    plan += [(4, 1, False), (8, 1, False), (1, 8, False)]
+  if args.dyn_batch:
+    plan += [(4, k, True)]
+  for n, per_actor, dyn in plan:
+    name = f'a{n}_e{per_actor}' + ('_dyn' if dyn else '')
     if name in results['runs']:
       continue
-    print(f'[bench] program: {n} actors x {per_actor} environments',
-          flush=True)
+    print(f'[bench] program: {n} actors x {per_actor} environments'
+          + (', central inference (dyn. batch)' if dyn else ''), flush=True)
     try:
       results['runs'][name] = run_program(
           name, runs_root, n, per_actor, args.seconds, b, args.game,
-          args.skip, startup_s=args.startup, network=args.network)
+          args.skip, startup_s=args.startup, network=args.network,
+          extra=('--set', 'central_inference=True') if dyn else ())
     except RuntimeError as error:  # one failed run does not end the bench
       message = str(error)
       print(f'[bench] {name} FAILED: {message[:4000]}', flush=True)
@@ -575,7 +586,8 @@ def main(argv=None) -> Dict[str, Any]:
     results['acme'] = dict(ACME_REFERENCE)
   results['comparison'] = {
       name: compare_with_acme(run, results['acme'])
-      for name, run in measured.items() if run['actors'] == 4}
+      for name, run in measured.items()
+      if run['actors'] == 4 and not name.endswith('_dyn')}
 
   print()
   print(f'IMPALA ({args.network}) on {args.game}; {results["cpu_budget"]}')
