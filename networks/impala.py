@@ -56,7 +56,7 @@ Initialisers are Sonnet's defaults (truncated normal with stddev
 1/sqrt(fan_in), zero biases). The released code also uses Sonnet's defaults.
 """
 
-from typing import Any, NamedTuple, Sequence, Tuple
+from typing import Any, Callable, NamedTuple, Optional, Sequence, Tuple
 
 import sonnet as snt
 import tensorflow as tf
@@ -359,3 +359,37 @@ def create_variables(network: ImpalaNetwork, observation_spec: Any) -> None:
                         last_action=tf.zeros([1], tf.int32),
                         last_reward=tf.zeros([1], tf.float32))
   network(inputs, network.initial_state(1))
+
+
+def make_policy_step(network: ImpalaNetwork, use_xla: bool = False,
+                     input_signature: Optional[Sequence[Any]] = None
+                     ) -> Callable[..., Tuple[tf.Tensor, Any]]:
+  """One compiled acting step: (observation, first, last_action, last_reward,
+  state) -> (policy logits, next state), for a batch of environments.
+
+  The one forward pass that actors, evaluators and central inference run.
+  Traced without autograph: the network has no Python control flow over
+  tensors (the LSTM's unroll is an explicit loop), and autograph only slows
+  tracing (0.2 -> 0.05 s here).
+  """
+
+  @tf.function(jit_compile=use_xla, autograph=False,
+               input_signature=input_signature)
+  def policy_step(observation, first, last_action, last_reward, state):
+    outputs, next_state = network(
+        ImpalaInputs(observation, first, last_action, last_reward), state)
+    return outputs.policy_logits, next_state
+
+  return policy_step
+
+
+def make_assign(network: ImpalaNetwork) -> Callable[[Sequence[Any]], None]:
+  """Compiled assignment of fetched values to the network's variables."""
+
+  @tf.function(autograph=False)
+  def assign(values):
+    for variable, value in zip(network.variables, values):
+      variable.assign(value)
+
+  return assign
+

@@ -52,7 +52,6 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Union
 import dm_env
 import numpy as np
 import reverb
-import tensorflow as tf
 import tree
 
 from agents import node_runtime
@@ -214,22 +213,9 @@ class ImpalaActor:
     self._state = tree.map_structure(lambda x: x.numpy(),
                                      network.initial_state(len(self._envs)))
 
-    # No Python control flow over tensors: autograph only slows tracing.
-    @tf.function(jit_compile=config.use_xla, autograph=False)
-    def policy_step(observation, first, last_action, last_reward, state):
-      outputs, next_state = self._network(
-          impala_networks.ImpalaInputs(observation, first, last_action,
-                                       last_reward), state)
-      return outputs.policy_logits, next_state
-
-    self._policy_step = policy_step
-
-    @tf.function
-    def assign(values):
-      for variable, value in zip(self._network.variables, values):
-        variable.assign(value)
-
-    self._assign = assign
+    self._policy_step = impala_networks.make_policy_step(network,
+                                                         config.use_xla)
+    self._assign = impala_networks.make_assign(network)
 
     self._steps = 0
     self._episodes = 0

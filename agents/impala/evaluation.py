@@ -21,7 +21,6 @@ from typing import Any, Dict, Optional
 
 import dm_env
 import numpy as np
-import tensorflow as tf
 import tree
 
 from agents.impala import config as config_lib
@@ -52,15 +51,8 @@ class ImpalaEvaluator:
     self._scores = []
     impala_networks.create_variables(network, environment.observation_spec())
 
-    # No Python control flow over tensors: autograph only slows tracing.
-    @tf.function(jit_compile=config.use_xla, autograph=False)
-    def policy_step(observation, first, last_action, last_reward, state):
-      outputs, next_state = self._network(
-          impala_networks.ImpalaInputs(observation, first, last_action,
-                                       last_reward), state)
-      return outputs.policy_logits, next_state
-
-    self._policy_step = policy_step
+    self._policy_step = impala_networks.make_policy_step(network,
+                                                         config.use_xla)
 
   def _pull_parameters(self) -> int:
     values = self._variable_source.get_variables(['policy', 'version'])

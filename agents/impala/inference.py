@@ -93,24 +93,10 @@ class InferenceServer:
                  tf.TensorSpec([None], tf.float32),
                  state_spec)
 
-    # One trace for every batch size (the batch dimension is None). No Python
-    # control flow over tensors: autograph only slows tracing.
-    @tf.function(input_signature=signature, autograph=False,
-                 jit_compile=config.use_xla)
-    def forward(observation, first, last_action, last_reward, state):
-      outputs, next_state = network(
-          impala_networks.ImpalaInputs(observation, first, last_action,
-                                       last_reward), state)
-      return outputs.policy_logits, next_state
-
-    self._forward = forward
-
-    @tf.function(autograph=False)
-    def assign(values):
-      for variable, value in zip(network.variables, values):
-        variable.assign(value)
-
-    self._assign = assign
+    # One trace for every batch size (the batch dimension is None).
+    self._forward = impala_networks.make_policy_step(
+        network, config.use_xla, input_signature=signature)
+    self._assign = impala_networks.make_assign(network)
     self._parameters_lock = threading.Lock()
     self._version = -1 if variable_source is not None else 0
     self._requests: 'queue.Queue[_Request]' = queue.Queue()
