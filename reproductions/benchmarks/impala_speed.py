@@ -344,6 +344,14 @@ def _impala_figures(figures: Dict[str, Any], summary: Dict[str, Any],
       'actor_cores_used': cores_of('actor'),
       'other_cores_used': cores_of(('replay', 'counter', 'supervisor')),
   })
+  inference = summary['nodes'].get('inference')
+  if isinstance(inference, dict):  # central inference ("dyn. batch")
+    figures.update({
+        'inference_cores_used': cores_of('inference'),
+        'inference_mean_batch_rows': inference.get('mean_batch_rows'),
+        'inference_batch_limit': inference.get('batch_limit'),
+        'inference_batches': inference.get('batches'),
+    })
   return figures
 
 
@@ -457,6 +465,13 @@ def _table(runs: Dict[str, Dict[str, Any]], bare_fps: float,
           f'{fmt(run["other_cores_used"], 2)} | '
           f'{fmt(run["learner_rss_mb"])} | {fmt(run["actor_node_rss_mb"])} | '
           f'{fmt(run["total_rss_mb"])} |')
+  for name, run in runs.items():
+    if 'inference_mean_batch_rows' in run:
+      print(f'{name}: central inference served {fmt(run["inference_batches"])} '
+            f'batches of {fmt(run["inference_mean_batch_rows"], 1)} rows on '
+            f'average (limit {run["inference_batch_limit"]}), using '
+            f'{fmt(run["inference_cores_used"], 2)} cores (not in "actor '
+            'cores")')
 
 
 def _comparison_table(results: Dict[str, Any]) -> None:
