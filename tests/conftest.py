@@ -67,3 +67,29 @@ def run_module(module: str, args: Sequence[str], timeout_s: float,
     os.killpg(pgid, signal.SIGKILL)
   return dict(returncode=process.returncode, output=output, elapsed=elapsed,
               leftovers=leftovers)
+
+
+def kill_node_once_learning(run_dir, title: str, killed: dict,
+                            timeout_s: float = 120.0):
+  """A `during` callback for run_module: SIGKILLs node `title` once learning.
+
+  It watches the run record's supervisor rows and kills at the first learner
+  step reported, so that the kill lands well before the program's learner-step
+  bound; `killed['learner_steps']` records when.
+  """
+  from reproductions import run_records  # pylint: disable=g-import-not-at-top
+
+  def during(process):
+    record = run_records.RunRecord(run_dir)
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and process.poll() is None:
+      rows = record.read_metrics('supervisor') if record.exists() else []
+      if rows and (rows[-1].get('learner_steps') or 0) > 0:
+        node = node_process(process.pid, title)
+        if node is not None:
+          node.kill()
+          killed['learner_steps'] = rows[-1]['learner_steps']
+          return
+      time.sleep(0.5)
+
+  return during

@@ -6,13 +6,12 @@ n = 3 double-Q, prioritized replay with actor-computed priorities, centered
 RMSProp); only sizes and the learning rate are scaled to learn in seconds.
 """
 
-import time
 
 import numpy as np
 
 from reproductions import run_records
 
-from conftest import node_process, run_module
+from conftest import kill_node_once_learning, run_module
 
 _LEARNER_STEPS = 2500
 
@@ -65,27 +64,12 @@ _CATCH_ARGS = ['--environment', 'catch', '--num_actors', '2', '--no_evaluator',
 def test_a_killed_actor_does_not_stop_learning(tmp_path):
   """App. F: actors may die at any time; the learner carries on."""
   killed = {}
-
-  def kill_an_actor_once_learning(process):
-    record = run_records.RunRecord(tmp_path / 'kill')
-    deadline = time.time() + 120
-    while time.time() < deadline and process.poll() is None:
-      rows = record.read_metrics('supervisor') if record.exists() else []
-      # The supervisor reports every 10 s; kill at the first sign of learning
-      # so that the kill lands well before the learner-step bound.
-      if rows and (rows[-1].get('learner_steps') or 0) > 0:
-        actor = node_process(process.pid, 'actor/1')
-        if actor is not None:
-          actor.kill()
-          killed['learner_steps'] = rows[-1]['learner_steps']
-          return
-      time.sleep(0.5)
-
   result = run_module(
       'launch_programs.apex_dqn',
       _CATCH_ARGS + ['--minutes', '5', '--max_learner_steps', '4000',
                      '--runs_root', str(tmp_path), '--run_id', 'kill'],
-      timeout_s=420, during=kill_an_actor_once_learning)
+      timeout_s=420,
+      during=kill_node_once_learning(tmp_path / 'kill', 'actor/1', killed))
   assert 'learner_steps' in killed, result['output'][-3000:]
   assert result['returncode'] == 0 and not result['leftovers']
   summary = run_records.RunRecord(tmp_path / 'kill').read_summary()

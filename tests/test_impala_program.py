@@ -6,13 +6,12 @@ paper's (V-trace, RMSProp, entropy and baseline costs, unroll 20); only the
 learning rate and batch are scaled so that it learns in seconds.
 """
 
-import time
 
 import numpy as np
 
 from reproductions import run_records
 
-from conftest import node_process, run_module
+from conftest import kill_node_once_learning, run_module
 
 _CATCH_ARGS = ['--environment', 'catch', '--set', 'learning_rate=0.006',
                '--set', 'batch_size=16']
@@ -72,26 +71,13 @@ def test_with_central_inference_the_program_solves_catch_too(tmp_path):
 
 def test_a_killed_impala_actor_does_not_stop_learning(tmp_path):
   killed = {}
-
-  def kill_an_actor_once_learning(process):
-    record = run_records.RunRecord(tmp_path / 'kill')
-    deadline = time.time() + 120
-    while time.time() < deadline and process.poll() is None:
-      rows = record.read_metrics('supervisor') if record.exists() else []
-      if rows and (rows[-1].get('learner_steps') or 0) > 0:
-        actor = node_process(process.pid, 'actor/1')
-        if actor is not None:
-          actor.kill()
-          killed['learner_steps'] = rows[-1]['learner_steps']
-          return
-      time.sleep(0.5)
-
   result = run_module(
       'launch_programs.impala',
       _CATCH_ARGS + ['--no_evaluator', '--minutes', '4',
                      '--max_learner_steps', '500', '--report_period_s', '2',
                      '--runs_root', str(tmp_path), '--run_id', 'kill'],
-      timeout_s=360, during=kill_an_actor_once_learning)
+      timeout_s=360,
+      during=kill_node_once_learning(tmp_path / 'kill', 'actor/1', killed))
   assert 'learner_steps' in killed, result['output'][-3000:]
   assert result['returncode'] == 0 and not result['leftovers']
   summary = run_records.RunRecord(tmp_path / 'kill').read_summary()
