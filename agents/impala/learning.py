@@ -334,10 +334,10 @@ class ImpalaLearner:
   def warm_up(self) -> bool:
     """Compiles the step before the first batch has arrived.
 
-    Why: a first step costs 3.7 s against 0.5 s for the next ones (tracing
-    2.8 s, the rest instantiating the graph; shallow network, batch 32 x
-    unroll 20, one core), and a starting learner is idle until the actors'
-    first unrolls fill a batch. So the step is run once on a batch of zeros
+    Why: a first step costs 1.2 s against 0.5 s for the next ones (tracing
+    and instantiating the graph; shallow network, batch 32 x unroll 20, one
+    core; 3.9 s before autograph was turned off), and a starting learner is
+    idle until the actors' first unrolls fill a batch. So the step is run once on a batch of zeros
     of the real shape, and every variable it writes (network, optimizer
     slots, learning rate, step and frame counts) is then restored; the first
     real call finds the compiled step. Meanwhile get_variables() serves the
