@@ -33,7 +33,6 @@ from agents.apex_dqn import config as config_lib
 from launch_programs import launching
 from launch_programs import replay_node
 from launch_programs import program_config
-from launch_programs import supervisor as supervisor_lib
 from reproductions import run_records
 
 PROFILES = program_config.PROFILES
@@ -123,11 +122,6 @@ def _pinned_replay_tables(program, agent):
   return _replay_tables(program, agent)
 
 
-def _counter_node(program):
-  launching.pin_process_to_cpus(program.other_cpus)
-  return launching.make_counter()
-
-
 def _learner(replay_client, counter, program, agent, run_dir):
   launching.pin_process_to_cpus(program.learner_cpus)
   launching.limit_tf_threads(
@@ -207,7 +201,7 @@ def make_program(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
         replay_node.ReplayNode(
             functools.partial(_pinned_replay_tables, program, agent)))
   with lp_program.group('counter'):
-    counter = lp_program.add_node(lp.CourierNode(_counter_node, program))
+    counter = lp_program.add_node(lp.CourierNode(program_config.counter_node, program))
   with lp_program.group('learner'):
     learner = lp_program.add_node(lp.CourierNode(
         _learner, replay, counter, program, agent, run_dir))
@@ -221,15 +215,8 @@ def make_program(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
     with lp_program.group('evaluator'):
       reports['evaluator/0'] = lp_program.add_node(lp.CourierNode(
           _evaluator, learner, counter, program, agent, run_dir))
-  with lp_program.group('supervisor'):
-    lp_program.add_node(lp.CourierNode(
-        supervisor_lib.Supervisor, counter, run_dir=run_dir,
-        max_learner_steps=program.max_learner_steps,
-        max_actor_frames=program.max_actor_frames,
-        max_seconds=program.max_seconds,
-        frames_per_actor_step=frames_per_step(program, agent),
-        report_period_s=program.report_period_s, final_reports=reports,
-        cpus=program.other_cpus))
+  program_config.add_supervisor(lp_program, program, counter, run_dir,
+                                frames_per_step(program, agent), reports)
   return lp_program
 
 
@@ -254,13 +241,10 @@ def run(program: ProgramConfig, agent: config_lib.ApeXDQNConfig,
             **(experiment_keys or {}),
             'program': dataclasses.asdict(program),
             'apex_dqn': dataclasses.asdict(agent)}
-  return launching.run_recorded(
-      'apex_dqn', config, topology(program, agent),
+  return program_config.launch_recorded(
+      'apex_dqn', program, config, topology(program, agent),
       functools.partial(make_program, program, agent),
-      launch_type=program.launch_type, max_seconds=program.max_seconds,
-      description=program.description(),
-      runs_root=runs_root, run_id=run_id, resume=resume,
-      critical_groups=('supervisor', 'learner', 'counter'))
+      runs_root, run_id, resume)
 
 
 def configs_for_experiment_run(run_spec) -> Tuple[ProgramConfig,

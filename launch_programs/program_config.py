@@ -11,7 +11,10 @@ import argparse
 import dataclasses
 from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type
 
+import launchpad as lp
+
 from launch_programs import launching
+from launch_programs import supervisor
 
 PROFILES = ('local', 'paper')
 
@@ -91,6 +94,47 @@ def experiment_max_seconds(run_spec: Any) -> float:
   if run_spec.wall_hours:
     return 3600.0 * run_spec.wall_hours
   return run_spec.total_frames / SLOWEST_EXPECTED_FRAMES_PER_S
+
+
+# --- Nodes and launch shared by the agent programs. ---------------------------
+
+
+def counter_node(program: ProgramConfig):
+  """The counter node's constructor (on the program's other cores)."""
+  launching.pin_process_to_cpus(program.other_cpus)
+  return launching.make_counter()
+
+
+def add_supervisor(lp_program: Any, program: ProgramConfig, counter: Any,
+                   run_dir: str, frames_per_actor_step: int,
+                   final_reports: Dict[str, Any]) -> None:
+  """The node that prints progress and stops the program at its bounds."""
+  with lp_program.group('supervisor'):
+    lp_program.add_node(lp.CourierNode(
+        supervisor.Supervisor, counter, run_dir=run_dir,
+        max_learner_steps=program.max_learner_steps,
+        max_actor_frames=program.max_actor_frames,
+        max_seconds=program.max_seconds,
+        frames_per_actor_step=frames_per_actor_step,
+        report_period_s=program.report_period_s, final_reports=final_reports,
+        cpus=program.other_cpus))
+
+
+def launch_recorded(agent: str, program: ProgramConfig,
+                    config: Dict[str, Any], topology: Dict[str, Any],
+                    make_program: Callable[[str], Any],
+                    runs_root: Optional[str], run_id: Optional[str],
+                    resume: bool) -> Dict[str, Any]:
+  """Runs an agent program under its run record (launching.run_recorded).
+
+  A program stops early if its supervisor, learner or counter node exits.
+  """
+  return launching.run_recorded(
+      agent, config, topology, make_program,
+      launch_type=program.launch_type, max_seconds=program.max_seconds,
+      description=program.description(),
+      runs_root=runs_root, run_id=run_id, resume=resume,
+      critical_groups=('supervisor', 'learner', 'counter'))
 
 
 def run_experiment(agent: str, runs: Sequence[Any],
