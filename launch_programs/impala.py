@@ -217,7 +217,8 @@ def make_program(program: ProgramConfig, agent: config_lib.ImpalaConfig,
         replay_node.ReplayNode(
             functools.partial(_replay_tables, program, agent)))
   with lp_program.group('counter'):
-    counter = lp_program.add_node(lp.CourierNode(program_config.counter_node, program))
+    counter = lp_program.add_node(
+        lp.CourierNode(program_config.counter_node, program))
   with lp_program.group('learner'):
     learner = lp_program.add_node(lp.CourierNode(
         _learner, replay, counter, program, agent, run_dir))

@@ -71,7 +71,6 @@ class InferenceServer:
         TimeoutError (a stuck server must not hang the actors for ever).
     """
     config.validate()
-    self._network = network
     self._config = config
     self._source = variable_source
     self._request_timeout_s = float(request_timeout_s)
@@ -174,12 +173,12 @@ class InferenceServer:
         next_state = tree.map_structure(lambda x: x.numpy(), next_state)
         start = 0
         for request in batch:
-          end = start + request.rows
-          request.result = (logits[start:end],
-                            tree.map_structure(lambda x: x[start:end],  # pylint: disable=cell-var-from-loop
+          rows = slice(start, start + request.rows)
+          request.result = (logits[rows],
+                            tree.map_structure(lambda x, r=rows: x[r],
                                                next_state),
                             version)
-          start = end
+          start = rows.stop
         self._batches += 1
         self._rows += start
         self._requests_served += len(batch)
@@ -229,7 +228,7 @@ class InferenceServer:
                                  name='inference_refresh_call')
       pending.start()
 
-  # --- Node lifecycle ----------------------------------------------------------
+  # --- Node lifecycle --------------------------------------------------------
 
   def run(self) -> None:
     """Launchpad's entry point: serve until the program stops."""

@@ -337,11 +337,12 @@ class ImpalaLearner:
     Why: a first step costs 1.2 s against 0.5 s for the next ones (tracing
     and instantiating the graph; shallow network, batch 32 x unroll 20, one
     core; 3.9 s before autograph was turned off), and a starting learner is
-    idle until the actors' first unrolls fill a batch. So the step is run once on a batch of zeros
-    of the real shape, and every variable it writes (network, optimizer
-    slots, learning rate, step and frame counts) is then restored; the first
-    real call finds the compiled step. Meanwhile get_variables() serves the
-    parameters as they were, so no actor ever sees the throw-away update.
+    idle until the actors' first unrolls fill a batch. So the step is run
+    once on a batch of zeros of the real shape, and every variable it writes
+    (network, optimizer slots, learning rate, step and frame counts) is then
+    restored; the first real call finds the compiled step. Meanwhile
+    get_variables() serves the parameters as they were, so no actor ever
+    sees the throw-away update.
 
     Returns False, doing nothing, when the batch's shape is not known in
     advance (a bare iterator, or a dataset with unknown dimensions).
