@@ -118,9 +118,16 @@ def test_learner_waits_for_the_refill_after_a_replay_restart():
     _wait_for(lambda: learner.report()['waiting_for_replay'], 20,
               'the learner to notice that the replay is gone')
     paused_at = learner.num_steps
+    # The actor acts on while the server is down: its sends must be dropped
+    # after their timeout, not hang. Waiting for that before the restart
+    # makes it certain (a send issued only after the restart could reach
+    # the new server on the old channel and never fail).
+    acting_paused.clear()
+    _wait_for(lambda: errors or actor.report()['send_failures'] >= 1, 60,
+              'the actor to drop a batch sent to the dead server')
+    assert not errors, errors
 
     servers.append(_start_server(port))
-    acting_paused.clear()
     # The actor refills the new, empty server; below min_replay_size the
     # learner must stay paused, at or above it the learner continues.
     refill_client = reverb.Client(address)
