@@ -4,7 +4,7 @@ Nodes of a Launchpad program talk to other nodes (the counter, the replay)
 that may be gone: stopped at the end of a run, or restarting (Ape-X App. F
 "Failure Tolerance"). These helpers keep such calls off the critical path and
 bounded, and name the errors that mean "the replay is not there right now".
-Shared by the Ape-X DQN and IMPALA learners and actors.
+Shared by every agent's learners and actors.
 """
 
 import json
@@ -151,26 +151,3 @@ def restore_counter(counter: Any, state_json: str) -> None:
   """Puts a checkpointed counter state (counter_state_json) back."""
   if state_json and counter is not None and hasattr(counter, 'restore'):
     counter.restore(json.loads(state_json))
-
-
-def run_steps(step: Callable[[], Any], stop_requested: Callable[[], bool],
-              checkpoint_due: Callable[[], bool], save: Optional[Callable[[], Any]],
-              num_steps: Optional[int] = None) -> None:
-  """A learner's loop: step until a stop, `num_steps`, or step() returns None.
-
-  Saves whenever `checkpoint_due()` and once more on the way out, whatever
-  ends the loop (`save` None: no checkpoints).
-  """
-  taken = 0
-  try:
-    while not stop_requested():
-      if num_steps is not None and taken >= num_steps:
-        break
-      if step() is None:
-        break
-      taken += 1
-      if save is not None and checkpoint_due():
-        save()
-  finally:
-    if save is not None:
-      save()

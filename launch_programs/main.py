@@ -25,15 +25,18 @@ import sys
 from typing import Optional, Sequence
 
 from launch_programs import apex_dqn
+from launch_programs import distributed
 from launch_programs import launching
+from launch_programs import program_config
 from launch_programs import smoke
 
 
 def _smoke(args) -> int:
-  config = smoke.SmokeConfig(
-      num_actors=2, max_seconds=60.0 * args.minutes,
-      max_learner_steps=10**9, report_period_s=5.0)
-  summary = smoke.run(config, runs_root=args.runs_root)
+  summary = smoke.run(
+      smoke.SmokeConfig(num_actors=2),
+      smoke.program(max_learner_steps=10**9, max_seconds=60.0 * args.minutes,
+                    report_period_s=5.0),
+      runs_root=args.runs_root)
   print('\n=== what flowed ===\n' + smoke.describe(summary), flush=True)
   learner = summary.get('nodes', {}).get('learner', {})
   ok = (isinstance(learner, dict) and (learner.get('items_inserted') or 0) > 0
@@ -89,17 +92,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   cpus = sorted(launching.available_cpus())
   learner_cpus, other_cpus = ((cpus[0],), tuple(cpus[1:])) if len(cpus) > 1 \
       else (None, None)
-  program = apex_dqn.ProgramConfig(
+  program = program_config.ProgramConfig(
       environment=f'atari/{args.game}', profile='local',
       max_seconds=60.0 * args.minutes, report_period_s=10.0,
-      actors_per_node=apex_dqn.default_actors_per_node('local'),
+      actors_per_node=apex_dqn.Builder.default_actors_per_node('local'),
       learner_cpus=learner_cpus, other_cpus=other_cpus)
   try:
-    apex_dqn.validate(program)
+    builder = distributed.make_builder(apex_dqn.Builder, program)
   except ValueError as error:
     parser.error(str(error))
-  agent = apex_dqn.make_agent_config(program)
-  summary = apex_dqn.run(program, agent, runs_root=args.runs_root)
+  summary = distributed.run(builder, program, runs_root=args.runs_root)
   run_dir = pathlib.Path(summary['run_dir'])
   written = write_curve_and_scores(run_dir)
   learner = summary.get('nodes', {}).get('learner', {})

@@ -1,7 +1,7 @@
 """What every agent program shares: where it runs, when it stops, its CLI.
 
-Why one module: the Ape-X and IMPALA programs (and those to come) take the
-same program-level settings (environment, profile, bounds, placement, CPU
+Why one module: every agent's program (launch_programs/distributed.py) takes
+the same program-level settings (environment, profile, bounds, placement, CPU
 pinning, run record) and the same `--set FIELD=VALUE` overrides of their
 agent config. Agent settings live in each agent's config dataclass; these are
 the settings of the *program*.
@@ -9,12 +9,9 @@ the settings of the *program*.
 
 import argparse
 import dataclasses
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple, Type
-
-import launchpad as lp
+from typing import Any, Dict, Optional, Sequence, Tuple, Type
 
 from launch_programs import launching
-from launch_programs import supervisor
 
 PROFILES = ('local', 'paper')
 
@@ -57,9 +54,11 @@ class ProgramConfig:
   def environments(self) -> Tuple[str, ...]:
     return tuple(e.strip() for e in self.environment.split(',') if e.strip())
 
-  def validate(self, families: Sequence[str] = ('atari', 'catch'),
-               agent: str = 'this agent') -> None:
-    """Raises ValueError naming the bad field and the valid choices."""
+  def validate(self) -> None:
+    """Raises ValueError naming the bad field and the valid choices.
+
+    The agent's builder checks the environment names themselves.
+    """
     if self.profile not in PROFILES:
       raise ValueError(f'profile {self.profile!r}: valid choices are {PROFILES}')
     if self.launch_type not in launching.LAUNCH_TYPES:
@@ -77,82 +76,6 @@ class ProgramConfig:
                          f'{sorted(launching.available_cpus())}')
     if not self.environments:
       raise ValueError('environment is empty: name atari/<game> or catch')
-    for environment in self.environments:
-      if environment.split('/')[0] not in families:
-        raise ValueError(
-            f'{agent} acts in {" or ".join(f + "/..." if f == "atari" else f for f in families)}'
-            f', not {environment!r}')
-
-
-# Frame-bounded experiment runs also get a wall-time bound: their frames at
-# this rate.
-SLOWEST_EXPECTED_FRAMES_PER_S = 200.0
-
-
-def experiment_max_seconds(run_spec: Any) -> float:
-  """A reproductions.experiments.RunSpec's wall-time bound."""
-  if run_spec.wall_hours:
-    return 3600.0 * run_spec.wall_hours
-  return run_spec.total_frames / SLOWEST_EXPECTED_FRAMES_PER_S
-
-
-# --- Nodes and launch shared by the agent programs. ---------------------------
-
-
-def counter_node(program: ProgramConfig):
-  """The counter node's constructor (on the program's other cores)."""
-  launching.pin_process_to_cpus(program.other_cpus)
-  return launching.make_counter()
-
-
-def add_supervisor(lp_program: Any, program: ProgramConfig, counter: Any,
-                   run_dir: str, frames_per_actor_step: int,
-                   final_reports: Dict[str, Any]) -> None:
-  """The node that prints progress and stops the program at its bounds."""
-  with lp_program.group('supervisor'):
-    lp_program.add_node(lp.CourierNode(
-        supervisor.Supervisor, counter, run_dir=run_dir,
-        max_learner_steps=program.max_learner_steps,
-        max_actor_frames=program.max_actor_frames,
-        max_seconds=program.max_seconds,
-        frames_per_actor_step=frames_per_actor_step,
-        report_period_s=program.report_period_s, final_reports=final_reports,
-        cpus=program.other_cpus))
-
-
-def launch_recorded(agent: str, program: ProgramConfig,
-                    config: Dict[str, Any], topology: Dict[str, Any],
-                    make_program: Callable[[str], Any],
-                    runs_root: Optional[str], run_id: Optional[str],
-                    resume: bool) -> Dict[str, Any]:
-  """Runs an agent program under its run record (launching.run_recorded).
-
-  A program stops early if its supervisor, learner or counter node exits.
-  """
-  return launching.run_recorded(
-      agent, config, topology, make_program,
-      launch_type=program.launch_type, max_seconds=program.max_seconds,
-      description=program.description(),
-      runs_root=runs_root, run_id=run_id, resume=resume,
-      critical_groups=('supervisor', 'learner', 'counter'))
-
-
-def run_experiment(agent: str, runs: Sequence[Any],
-                   configs_for_run: Callable[[Any], Tuple[Any, Any]],
-                   run: Callable[..., Dict[str, Any]]) -> int:
-  """Runs an experiment's RunSpecs one after another (launch_programs.paper).
-
-  Each run's experiment keys go into its config.json, so that
-  reproductions.figures can select it. Returns 1 if any run failed.
-  """
-  failures = 0
-  for i, run_spec in enumerate(runs):
-    program, agent_config = configs_for_run(run_spec)
-    print(f'[{agent}] run {i + 1}/{len(runs)}: {run_spec.name}', flush=True)
-    summary = run(program, agent_config,
-                  experiment_keys=dict(run_spec.config))
-    failures += summary.get('stop_reason') is None
-  return 1 if failures else 0
 
 
 def add_arguments(parser: argparse.ArgumentParser, config_name: str,
@@ -222,11 +145,27 @@ def parse_overrides(config_class: Type[Any],
       raise SystemExit(f'--set {item!r}: expected FIELD=VALUE with FIELD one '
                        f'of {", ".join(names)}')
     default = getattr(defaults, name)
-    if isinstance(default, bool):
-      overrides[name] = text.lower() in ('1', 'true', 'yes')
-    elif isinstance(default, tuple):
-      overrides[name] = tuple(type(default[0])(v) if default else int(v)
-                              for v in text.split(','))
-    else:
-      overrides[name] = type(default)(text)
+    try:
+      if isinstance(default, bool):
+        if text.lower() not in ('1', 'true', 'yes', '0', 'false', 'no'):
+          raise ValueError(text)
+        overrides[name] = text.lower() in ('1', 'true', 'yes')
+      elif isinstance(default, tuple):
+        overrides[name] = tuple(type(default[0])(v) if default else int(v)
+                                for v in text.split(','))
+      else:
+        overrides[name] = type(default)(text)
+    except ValueError:
+      kind = 'true or false' if isinstance(default, bool) else (
+          f'comma-separated {type(default[0]).__name__} values'
+          if isinstance(default, tuple) and default else
+          type(default).__name__)
+      raise SystemExit(f'--set {item!r}: {name} takes {kind}, e.g. '
+                       f'{name}={_format(default)}') from None
   return overrides
+
+
+def _format(value: Any) -> str:
+  if isinstance(value, tuple):
+    return ','.join(str(v) for v in value)
+  return str(value)

@@ -2,14 +2,14 @@
 
 Why not `lp.ReverbNode`: its module imports `reverb` (and so TensorFlow) at
 the top, only for two type aliases. Building a program with it therefore
-costs the launcher process a full TensorFlow import (2.2 s measured here on
-an idle core, the launcher's largest start-up cost) although the launcher
-never touches a table. This node behaves the same (a `reverb.Server` on the
-address Launchpad allocates; its handle dereferences to a `reverb.Client`)
-but imports Reverb only in the processes that serve or use it.
+costs the launcher process a full TensorFlow import (the launcher's largest
+start-up cost) although the launcher never touches a table. This node
+behaves the same (a `reverb.Server` on the address Launchpad allocates; its
+handle dereferences to a `reverb.Client`) but imports Reverb only in the
+processes that serve or use it.
 """
 
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
 
 from absl import logging
 import launchpad as lp
@@ -36,11 +36,9 @@ class ReplayHandle(base.Handle):
 class ReplayNode(python_node.PyNode):
   """Serves the tables of `make_tables()` until the program stops."""
 
-  def __init__(self, make_tables: Callable[[], Sequence[Any]],
-               make_checkpointer: Optional[Callable[[], Any]] = None):
+  def __init__(self, make_tables: Callable[[], Sequence[Any]]):
     super().__init__(self.run)
     self._make_tables = make_tables
-    self._make_checkpointer = make_checkpointer
     self._address = lp.Address(PORT_NAME)
     self.allocate_address(self._address)
 
@@ -49,11 +47,7 @@ class ReplayNode(python_node.PyNode):
 
   def run(self):
     import reverb  # pylint: disable=g-import-not-at-top
-    tables = self._make_tables()
-    checkpointer = (self._make_checkpointer() if self._make_checkpointer
-                    else None)
     self._server = reverb.Server(
-        tables=tables,
-        port=lp.get_port_from_address(self._address.resolve()),
-        checkpointer=checkpointer)
+        tables=self._make_tables(),
+        port=lp.get_port_from_address(self._address.resolve()))
     worker_manager.wait_for_stop()

@@ -15,9 +15,11 @@ Two profiles, never two code paths:
            games, a few million frames. It is NOT paper scale; it shows the
            direction of an effect at best.
 
-Papers (shared/papers/): Ape-X = Horgan et al. 2018 (apex_paper.md,
-apex_facts.md); IMPALA = Espeholt et al. 2018 (impala_paper.md,
-impala_appendix.md); Gorila = Nair et al. 2015 (gorila.md).
+Papers: Ape-X = Horgan et al. 2018, "Distributed Prioritized Experience
+Replay" (arXiv:1803.00933); IMPALA = Espeholt et al. 2018, "IMPALA: Scalable
+Distributed Deep-RL with Importance Weighted Actor-Learner Architectures"
+(arXiv:1802.01561); Gorila = Nair et al. 2015, "Massively Parallel Methods
+for Deep Reinforcement Learning" (arXiv:1507.04296).
 
 This module imports no TensorFlow, so listing and planning are instant.
 """
@@ -49,8 +51,8 @@ APEX_SCALING_ACTORS = (8, 16, 32, 64, 128, 256)
 APEX_SCALING_HOURS = 35
 APEX_SCALING_REPLAY = 1_000_000
 # Ape-X Sec. 5 / Fig. 5: "a setup with 256 actors"; the caption names a 250K
-# replay. The other capacities are drawn in the figure only (apex_facts.md row
-# 31: UNVERIFIED); we span 250K..2M, ending at Table 1's 2M.
+# replay. The other capacities are drawn in the figure only (UNVERIFIED); we
+# span 250K..2M, ending at Table 1's 2M.
 APEX_FIG5_ACTORS = 256
 APEX_FIG5_CAPACITIES = (250_000, 500_000, 1_000_000, 2_000_000)
 # Ape-X App. A / Fig. 6: "(n = 32, k = 8)" as recent as "(n = 256, k = 1)".
@@ -69,10 +71,10 @@ APEX_FIGURE_GAMES = ('beam_rider', 'breakout', 'pong', 'qbert', 'seaquest',
                      'space_invaders')
 
 # Ape-X DPG Sec. 4.2: "With 64 actors on this domain, we obtain ~14K total FPS"
-# (no action repeat); Fig. 3 varies the actor count (values UNVERIFIED,
-# apex_facts.md Sec. 2 row 13: we use powers of two up to 64). Run length NOT
-# STATED: Fig. 3 beats "a standard DDPG baseline trained for over 10 times
-# longer" (5 days), so Ape-X DPG ran at most 5 days / 10 = 12 h.
+# (no action repeat); Fig. 3 varies the actor count (values UNVERIFIED: we
+# use powers of two up to 64). Run length NOT STATED: Fig. 3 beats "a
+# standard DDPG baseline trained for over 10 times longer" (5 days), so Ape-X
+# DPG ran at most 5 days / 10 = 12 h.
 DPG_ACTORS = (8, 16, 32, 64)
 DPG_FPS_PER_ACTOR = 14_000 / 64
 DPG_HOURS = 12
@@ -95,7 +97,7 @@ IMPALA_TABLE1_FRAMES = 50_000_000
 # IMPALA Sec. 5.3.2: "per-game experts, trained for 200 million frames"; the
 # multi-task agent "200 million frames per game or a total of 11.4 billion".
 IMPALA_FRAMES_PER_GAME = 200_000_000
-# IMPALA: Atari actor count NOT STATED (impala_appendix.md, App. G note). We
+# IMPALA: Atari actor count NOT STATED (App. G does not give it). We
 # use 48 (Table 1's single-learner row) for experts and 5 per game for the
 # multi-task agent (DMLab-30's "IMPALA, deep with 150 actors" = 5 per task).
 IMPALA_EXPERT_ACTORS = 48
@@ -112,10 +114,11 @@ IMPALA_TABLE2_GAMES = ('pong', 'breakout', 'seaquest', 'space_invaders',
 # Replay size for the "with replay" runs NOT STATED; 1M transitions (ours).
 IMPALA_REPLAY = 1_000_000
 
-# Gorila (gorila.md Sec. 5): "the 49 games of Nature DQN", bundled mode with
-# "100 separate actor-learner processes" (A3C's description), 31 parameter
-# server shards (UNVERIFIED: A3C says 30), local replay "1 million frames" per
-# actor-learner. Training "~4 days" (Ape-X Table 1); frames NOT STATED.
+# Gorila (Nair et al. 2015, Sec. 5): "the 49 games of Nature DQN", bundled
+# mode with "100 separate actor-learner processes" (A3C's description), 31
+# parameter server shards (UNVERIFIED: A3C says 30), local replay "1 million
+# frames" per actor-learner. Training "~4 days" (Ape-X Table 1); frames NOT
+# STATED.
 GORILA_GAMES = tuple(g for g in ATARI57_GAMES
                      if g in references.load_paper_scores('dqn_nature'))
 GORILA_ACTOR_LEARNERS = 100
@@ -130,6 +133,10 @@ LOCAL_TASKS = ('humanoid_stand',)
 LOCAL_FRAMES = 2_000_000
 LOCAL_REPLAY = 100_000
 LOCAL_MAX_ACTORS = 4
+# IMPALA's local placement hosts 8 of the paper's actors (one environment
+# each) per actor process (agents/impala/builder.py LOCAL_ACTORS_PER_NODE):
+# a local IMPALA run of n actor processes has 8 n actors.
+LOCAL_IMPALA_ACTORS_PER_NODE = 8
 
 # --- Memory estimate ----------------------------------------------------------
 
@@ -401,10 +408,16 @@ def _apex_dpg(profile, games):
   return runs
 
 
-def _impala_run(experiment, profile, games, num_actors, frames,
+def _impala_run(experiment, profile, games, processes, frames,
                 architecture='deep', correction='vtrace', replay_mixing=False,
                 **extra) -> RunSpec:
-  """One IMPALA run: a Reverb queue (+ replay table when mixing), 1 learner."""
+  """One IMPALA run: a Reverb queue (+ replay table when mixing), 1 learner.
+
+  `processes` actor nodes; each hosts one of the paper's actors in the paper
+  profile, LOCAL_IMPALA_ACTORS_PER_NODE in the local one.
+  """
+  num_actors = processes * (1 if profile == 'paper' else
+                            LOCAL_IMPALA_ACTORS_PER_NODE)
   replay = (IMPALA_REPLAY if profile == 'paper' else LOCAL_REPLAY
             ) if replay_mixing else 0
   config = _config(experiment, 'impala', games, profile, num_actors=num_actors,
@@ -413,7 +426,7 @@ def _impala_run(experiment, profile, games, num_actors, frames,
   if replay_mixing:
     config.update(replay_capacity=replay,
                   replay_fraction=IMPALA_REPLAY_FRACTION)
-  nodes = dict(replay=1, learner=1, actors=num_actors, evaluator=1,
+  nodes = dict(replay=1, learner=1, actors=processes, evaluator=1,
                counter=1, supervisor=1)
   if extra.get('central_inference'):
     nodes['inference'] = 1

@@ -54,6 +54,10 @@ class EpisodeLog:
     return float(np.mean([r['episode_return'] for r in rows]))
 
 
+# Two actor nodes of 8 of the paper's actors each: the local placement.
+ENVIRONMENTS_PER_NODE = 8
+
+
 @pytest.mark.parametrize('use_lstm,replay_proportion', [
     (False, 0.0),  # The Atari experts' feed-forward agent.
     (True, 0.5),  # Figure 3's LSTM core, Table 2's "With Replay" mix.
@@ -63,7 +67,7 @@ def test_impala_learns_catch(use_lstm, replay_proportion):
   config = config_lib.ImpalaConfig.local(
       network='mlp', mlp_sizes=(64,), batch_size=16, queue_capacity=16,
       action_repeat=1, learning_rate=0.006, total_frames=10**7,
-      environments_per_actor=8, use_xla=False, use_lstm=use_lstm,
+      num_actors=16, use_xla=False, use_lstm=use_lstm,
       lstm_size=64, replay_proportion=replay_proportion,
       replay_capacity=1000)
   environment = actor_lib.make_environment('catch', config, seed=0)
@@ -85,7 +89,7 @@ def test_impala_learns_catch(use_lstm, replay_proportion):
   actors = [
       actor_lib.ImpalaActor(
           [actor_lib.make_environment('catch', config, seed=100 * i + j)
-           for j in range(config.environments_per_actor)],
+           for j in range(ENVIRONMENTS_PER_NODE)],
           impala_networks.make_network_from_config(config, num_actions),
           client, config, actor_id=i, variable_source=learner,
           logger=episodes, wait_slice_ms=200)

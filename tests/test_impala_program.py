@@ -115,8 +115,8 @@ def test_multi_task_program_gives_each_game_its_actors_and_evaluator(tmp_path):
   evaluation nodes; bounded to a few learner steps on the shallow network."""
   result = run_module(
       'launch_programs.impala',
-      ['--environment', 'atari/pong,atari/breakout', '--num_actors', '2',
-       '--set', 'environments_per_actor=2', '--set', 'action_set=full',
+      ['--environment', 'atari/pong,atari/breakout', '--num_actors', '4',
+       '--actors_per_node', '2', '--set', 'action_set=full',
        '--set', 'network=shallow', '--set', 'batch_size=4',
        '--minutes', '3', '--max_learner_steps', '3',
        '--runs_root', str(tmp_path), '--run_id', 'mt'],
@@ -132,7 +132,7 @@ def test_multi_task_program_gives_each_game_its_actors_and_evaluator(tmp_path):
   assert summary['stop_reason'] == 'learner steps reached 3', summary
   assert summary['nodes']['evaluator/0']['game'] == 'pong'
   assert summary['nodes']['evaluator/1']['game'] == 'breakout'
-  for actor in ('actor/0', 'actor/1'):  # pong, breakout
+  for actor in ('actor/0', 'actor/1'):  # each: a pong and a breakout actor
     assert summary['nodes'][actor]['items_sent'] > 0
   assert record.read_config()['impala']['action_set'] == 'full'
   # Bad multi-task requests name what is valid.

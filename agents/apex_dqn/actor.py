@@ -44,7 +44,6 @@ import dataclasses
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Union
 
-from absl import logging
 import dm_env
 import numpy as np
 import reverb
@@ -54,10 +53,11 @@ from agents.apex_dqn import config as config_lib
 from agents.apex_dqn import replay
 from agents.apex_dqn import targets
 from agents.replay import png
+from agents.replay import prioritized
 
 
 @dataclasses.dataclass
-class _Lane:
+class Lane:
   """One of the paper's actors: its environment and everything it owns."""
   actor_id: int
   environment: dm_env.Environment
@@ -135,17 +135,15 @@ class ApeXDQNActor:
     if len(set(actor_ids)) != len(actor_ids):
       raise ValueError(f'actor ids must be distinct, got {actor_ids}')
     self._network = network
-    self._client = replay_client
-    self._server_address = replay_client.server_address
-    self._renew_client = False
+    self._batch_sender = prioritized.BatchSender(
+        replay_client, config.replay_table_name, timeout_s=send_timeout_s)
     self._config = config
     self._counter = counter
     self._logger = logger
-    self._send_timeout_s = float(send_timeout_s)
     self._frames_per_step = (config.action_repeat if frames_per_step is None
                              else frames_per_step)
     self._lanes = [
-        _Lane(actor_id=i, environment=env,
+        Lane(actor_id=i, environment=env,
               epsilon=float(config.actor_epsilon(i)),
               rng=np.random.default_rng(i if seed is None else seed + k),
               accumulator=targets.NStepAccumulator(config.n_step,
@@ -175,7 +173,6 @@ class ApeXDQNActor:
         thread_name_prefix=f'actor{actor_ids[0]}_sender')
     self._q = None  # [lanes, A]: Q-values at each lane's current state
     self._unreported_steps = 0
-    self._last_priorities: np.ndarray = np.zeros([0])
 
   # --- Properties -----------------------------------------------------------
 
@@ -188,16 +185,12 @@ class ApeXDQNActor:
   def actor_ids(self) -> List[int]:
     return [lane.actor_id for lane in self._lanes]
 
-  @property
-  def last_sent_priorities(self) -> np.ndarray:
-    return self._last_priorities
-
   # --- Acting ---------------------------------------------------------------
 
   def _encode(self, observation: np.ndarray) -> Any:
     return png.encode_observation(observation) if self._compress else observation
 
-  def _select_action(self, lane: _Lane, q_values: np.ndarray) -> int:
+  def _select_action(self, lane: Lane, q_values: np.ndarray) -> int:
     if lane.rng.random() < lane.epsilon:
       return int(lane.rng.integers(self._num_actions))
     return int(np.argmax(q_values))
@@ -206,7 +199,7 @@ class ApeXDQNActor:
     observations = np.stack([lane.timestep.observation for lane in self._lanes])
     return self._q_values(observations).numpy()
 
-  def _begin_episodes(self, lanes: Sequence[_Lane]) -> None:
+  def _begin_episodes(self, lanes: Sequence[Lane]) -> None:
     for lane in lanes:
       lane.timestep = lane.environment.reset()
       lane.episode_return, lane.episode_steps = 0.0, 0
@@ -259,11 +252,14 @@ class ApeXDQNActor:
     if finished:
       self._begin_episodes([self._lanes[k] for k in finished])
       fresh = self._forward()
+      # A new array: buffered transitions hold views of the old one's rows
+      # (their bootstrap Q-values, for the initial priorities at send time).
+      self._q = self._q.copy()
       self._q[finished] = fresh[finished]
       self._start_accumulators(finished)
     return results
 
-  def _end_episode(self, lane: _Lane) -> Dict[str, Any]:
+  def _end_episode(self, lane: Lane) -> Dict[str, Any]:
     lane.episodes += 1
     lane.recent_returns.append(lane.episode_return)
     env = lane.environment
@@ -299,7 +295,7 @@ class ApeXDQNActor:
       if self._lanes[0].episode_steps % 100 == 0 and should_stop():
         return self._truncate(self._lanes[0])
 
-  def _truncate(self, lane: _Lane) -> Dict[str, Any]:
+  def _truncate(self, lane: Lane) -> Dict[str, Any]:
     """Ends the running episode early; its tail bootstraps."""
     self._add(lane, lane.accumulator.flush())
     result = self._end_episode(lane)
@@ -329,7 +325,7 @@ class ApeXDQNActor:
 
   # --- Sending --------------------------------------------------------------
 
-  def _add(self, lane: _Lane,
+  def _add(self, lane: Lane,
            transitions: Sequence[targets.NStepTransition]) -> None:
     lane.pending.extend(transitions)
     batch = self._config.actor_send_batch_size
@@ -352,10 +348,9 @@ class ApeXDQNActor:
         lane.pending = []
     self.wait_for_sends()
 
-  def _send(self, lane: _Lane,
+  def _send(self, lane: Lane,
             transitions: Sequence[targets.NStepTransition]) -> None:
     priorities = self.initial_priorities(transitions)
-    self._last_priorities = priorities
     items = [replay.from_nstep_transition(t, lane.actor_id)
              for t in transitions]
     copies = self._config.transition_copies
@@ -368,34 +363,13 @@ class ApeXDQNActor:
       lane.in_flight.result()
     lane.in_flight = self._sender.submit(self._write, lane, items, priorities)
 
-  def _write(self, lane: _Lane, items, priorities) -> None:
-    """Sends one batch; a batch the replay cannot take in time is dropped.
-
-    App. F: the replay server may restart. Its items are lost with it, and so
-    is a batch in flight; the actor logs that, and carries on (the new server
-    is refilled by the next batches) instead of blocking for ever on a stream
-    to a dead server, which is what an unbounded flush does.
-    """
-    try:
-      if self._renew_client:
-        # A fresh channel: the old one may sit in gRPC's reconnect back-off
-        # (up to minutes) after its server died. Raises while still down.
-        self._client = reverb.Client(self._server_address)
-        self._renew_client = False
-      writer = self._client.trajectory_writer(num_keep_alive_refs=1)
-      try:
-        replay.write_transitions(writer, self._config.replay_table_name,
-                                 items, priorities)
-        writer.flush(timeout_ms=int(1000 * self._send_timeout_s))
-      finally:
-        writer.close()
+  def _write(self, lane: Lane, items, priorities) -> None:
+    """Sends one batch; one that the replay cannot take in time is dropped."""
+    if self._batch_sender.send(items, priorities,
+                               what=f'actor {lane.actor_id}'):
       lane.items_sent += len(items)
-    except (reverb.errors.ReverbError, RuntimeError) as error:
+    else:
       lane.send_failures += 1
-      self._renew_client = True
-      logging.warning('actor %d: dropped a batch of %d transitions (%s: %s)',
-                      lane.actor_id, len(items), type(error).__name__,
-                      str(error)[:200])
 
   def initial_priorities(
       self, transitions: Sequence[targets.NStepTransition]) -> np.ndarray:

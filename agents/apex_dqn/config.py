@@ -1,8 +1,8 @@
 """Ape-X DQN hyperparameters, each cited to the paper (arXiv:1803.00933).
 
-Section numbers refer to shared/papers/apex_paper.md; shared/papers/
-apex_facts.md Section 1 lists the same values in one table. Values the paper
-does not state are marked NOT STATED, with the reason for the choice.
+Section numbers refer to Horgan et al. 2018, "Distributed Prioritized
+Experience Replay" ("App." = appendix). Values the paper does not state are
+marked NOT STATED, with the reason for the choice.
 
 Scale is a profile, never a code path: `ApeXDQNConfig.paper()` is the paper's
 setting (360 actors, batch 512, 2M replay); `ApeXDQNConfig.local()` is the same
@@ -93,8 +93,8 @@ class ApeXDQNConfig:
   # App. C: "the multi-step loss (with n = 3)"; Sec. 3.1: double Q-learning,
   # n-step returns, no off-policy correction.
   n_step: int = 3
-  # NOT STATED in the paper (apex_facts.md row 4). 0.99 is the DQN standard
-  # (Mnih et al. 2015) that Ape-X builds on and every Table 1 baseline uses.
+  # NOT STATED in the paper. 0.99 is the DQN standard (Mnih et al. 2015)
+  # that Ape-X builds on and every Table 1 baseline uses.
   discount: float = 0.99
   # Sec. 4.1: "prefetches up to 16 batches of 512 transitions"; App. E: sizes
   # 32..1024 tried, gains up to 512.
@@ -121,7 +121,6 @@ class ApeXDQNConfig:
   # this capacity threshold is removed en masse, in FIFO order."
   # See agents/apex_dqn/replay.py for how this maps onto Reverb.
   replay_soft_capacity: int = 2_000_000
-  replay_removal_period: int = 100
   # App. C: "The learner waits for at least 50000 transitions".
   min_replay_size: int = 50_000
   # Sec. 4.1: "proportional prioritization, with a priority exponent of 0.6
@@ -161,8 +160,8 @@ class ApeXDQNConfig:
 
   # --- Implementation -----------------------------------------------------
   # App. F: "implemented using TensorFlow". XLA compiles the learner and actor
-  # steps; on CPU it was measured slower (DESIGN.md Sec. 1), so the local
-  # profile turns it off.
+  # steps; on a 2-core CPU it runs slower than a plain tf.function (README,
+  # "Measured performance"), so the local profile turns it off.
   jit_compile: bool = True
 
   def __post_init__(self):
@@ -202,8 +201,8 @@ class ApeXDQNConfig:
 
     Some checks guard against failures far from their cause: a negative
     priority exponent makes Reverb's Prioritized selector CHECK-fail and kill
-    the replay server process (DESIGN.md Sec. 2); a send batch larger than the
-    local buffer could never be sent.
+    the replay server process; a send batch larger than the local buffer
+    could never be sent.
     """
 
     def check(condition: bool, field: str, requirement: str):
@@ -219,7 +218,7 @@ class ApeXDQNConfig:
                   'actor_buffer_size', 'actor_send_batch_size',
                   'max_episode_frames', 'n_step', 'batch_size',
                   'target_update_period', 'dueling_hidden_size',
-                  'replay_soft_capacity', 'replay_removal_period',
+                  'replay_soft_capacity',
                   'min_replay_size', 'evaluation_max_episode_frames',
                   'epsilon_fixed_set_size', 'transition_copies'):
       check(is_int(getattr(self, field)) and getattr(self, field) >= 1, field,
@@ -272,21 +271,21 @@ class ApeXDQNConfig:
         epsilon formula is unchanged, so the 4 actors span the same
         0.4 .. 0.4^8 range (Appendix B: a smaller set of eps values is
         "not essential" for good results).
-      batch_size 64: a 512-batch update runs at ~1 step/s on one CPU core
-        (DESIGN.md Sec. 1); 64 keeps the learner within an order of magnitude
-        of the actors' data rate. App. E tried 32..1024.
+      batch_size 64: one CPU core updates a 512 batch far more slowly than
+        the actors add data; 64 keeps the learner within an order of
+        magnitude of the actors' data rate. App. E tried 32..1024.
       replay_soft_capacity 100_000: 2M PNG transitions (~2 KB each, both
         states stored) would fit in memory, but what matters is freshness:
-        the paper's 2M is ~160 s of its 12.5K transitions/s; 4 batch-1 actors
-        at ~150 steps/s each (DESIGN.md Sec. 2) fill 100k in a similar time.
+        the paper's 2M is ~160 s of its 12.5K transitions/s; the local
+        profile's 4 batch-1 actors fill 100k in a similar time.
         Section 5 itself varies the capacity.
       min_replay_size 5_000: learning starts after seconds rather than the
         minutes the paper's 50K would take here (5% of capacity; paper 2.5%).
       target_update_period 500: with fewer, smaller batches per second the
         paper's 2500 would freeze the target for a long wall-clock time.
       prefetch_batches 4: two cores cannot decode 16 batches ahead usefully.
-      jit_compile False: XLA measured slower than plain tf.function on this
-        CPU (DESIGN.md Sec. 1).
+      jit_compile False: XLA runs slower than a plain tf.function on this
+        2-core CPU (README, "Measured performance").
     Everything else (n = 3, RMSProp settings, alpha = 0.6, beta = 0.4,
     clipping, PNG compression, FIFO soft capacity) is the paper's.
     """

@@ -1,6 +1,6 @@
 """Ape-X DQN's replay policy on Reverb: one prioritised table, FIFO capacity.
 
-What the paper specifies (Sec. 4.1, App. F; apex_facts.md rows 11-15, 24-25):
+What the paper specifies (Ape-X Sec. 4.1 and App. F):
   * proportional prioritisation: P(k) = p_k^alpha / sum_j p_j^alpha, with
     p_k = |delta_k| and alpha = 0.6; initial priorities come from the actors,
     the learner overwrites the priorities of the items it trains on;
@@ -33,8 +33,7 @@ How it differs:
   * removal costs one O(log N) heap update per insert instead of one bulk
     delete per period: in Reverb that is cheaper, not dearer, which is why
     the paper's batching (a throughput device for its own key-value store,
-    App. F "Contention") has no counterpart here. `replay_removal_period`
-    stays in the config as the paper's value and is not read by this module.
+    App. F "Contention") has no counterpart here.
 
 Why not a separate trimmer that deletes the excess every 100 learner steps:
 Reverb 0.7 lets a client delete items only by key (`mutate_priorities`), and
@@ -49,53 +48,21 @@ deletion would need a server-side C++ TableExtension, which Reverb's Python
 API does not expose. The remover is the one FIFO mechanism Reverb offers on
 a prioritised table, so it is what we use.
 
-Provenance: Reverb assigns keys itself (random, see above), so the paper's
-"key records the actor and step" cannot live in the key. Each item carries
-it in its data instead: `extras['provenance']`, one int64 packing
-(actor_id << 40) | actor_step, where actor_step is the index t of S_t in
-that actor's lifetime step stream (`NStepAccumulator.step`). 40 bits hold
-1.1e12 steps (the paper's 22.8B frames over 360 actors are ~16M steps per
-actor); 23 bits hold 8M actors and keep the value positive. The learner
-gets it with every sample at a cost of 8 bytes per item.
+Provenance, the batched sender and the priority write-back are Ape-X DQN's
+and Ape-X DPG's alike: agents/replay/prioritized.py.
 """
 
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 from acme import types
 import numpy as np
 import reverb
 import tensorflow as tf
-import tree
 
 from agents.apex_dqn import config as config_lib
 from agents.apex_dqn import targets
 from agents.replay import png
-
-# --- Provenance (App. F: the key "records which actor and environment step
-# it came from"). ---------------------------------------------------------
-
-PROVENANCE_STEP_BITS = 40
-_MAX_ACTOR_ID = (1 << (63 - PROVENANCE_STEP_BITS)) - 1
-_MAX_ACTOR_STEP = (1 << PROVENANCE_STEP_BITS) - 1
-
-
-def make_provenance(actor_id: int, actor_step: int) -> np.int64:
-  """Packs (actor_id, actor_step) into one non-negative int64."""
-  if not 0 <= actor_id <= _MAX_ACTOR_ID:
-    raise ValueError(f'actor_id must be in [0, {_MAX_ACTOR_ID}], got '
-                     f'{actor_id}.')
-  if not 0 <= actor_step <= _MAX_ACTOR_STEP:
-    raise ValueError(f'actor_step must be in [0, {_MAX_ACTOR_STEP}], got '
-                     f'{actor_step}.')
-  return np.int64((int(actor_id) << PROVENANCE_STEP_BITS) | int(actor_step))
-
-
-def split_provenance(provenance) -> Tuple[np.ndarray, np.ndarray]:
-  """Inverse of `make_provenance`, elementwise: (actor_id, actor_step)."""
-  provenance = np.asarray(provenance, dtype=np.int64)
-  return (provenance >> PROVENANCE_STEP_BITS,
-          provenance & np.int64(_MAX_ACTOR_STEP))
-
+from agents.replay import prioritized
 
 # --- Signature and tables. -------------------------------------------------
 
@@ -143,22 +110,15 @@ def make_replay_tables(
   if signature is None:
     signature = transition_signature(compressed=config.compress_observations)
   return [
-      reverb.Table(
-          name=config.replay_table_name,
+      prioritized.make_table(
+          config.replay_table_name,
           # Sec. 4.1: proportional prioritisation, exponent 0.6.
-          sampler=reverb.selectors.Prioritized(config.priority_exponent),
+          priority_exponent=config.priority_exponent,
           # Sec. 4.1: excess removed "in FIFO order"; per insert, see above.
-          remover=reverb.selectors.Fifo(),
           max_size=config.replay_soft_capacity,
-          # App. C: the learner waits for 50K transitions; never blocks
-          # inserts, and after a server restart it pauses the learner until
-          # the table refills (App. F "Failure Tolerance").
-          rate_limiter=reverb.rate_limiters.MinSize(config.min_replay_size),
-          # Items live until removed by capacity: Ape-X samples with
-          # replacement for as long as an item is in the memory.
-          max_times_sampled=0,
-          signature=signature,
-      )
+          # App. C: the learner waits for 50K transitions.
+          min_size=config.min_replay_size,
+          signature=signature)
   ]
 
 
@@ -188,7 +148,8 @@ def to_replay_transition(observation,
       reward=np.float32(reward),
       discount=np.float32(discount),
       next_observation=as_observation(next_observation),
-      extras={'provenance': make_provenance(actor_id, actor_step)})
+      extras={'provenance': prioritized.make_provenance(actor_id,
+                                                             actor_step)})
 
 
 def from_nstep_transition(transition: targets.NStepTransition,
@@ -198,40 +159,6 @@ def from_nstep_transition(transition: targets.NStepTransition,
       transition.observation, transition.action, transition.reward,
       transition.discount, transition.next_observation, actor_id=actor_id,
       actor_step=transition.step)
-
-
-def write_transitions(writer: reverb.TrajectoryWriter,
-                      table: str,
-                      transitions: Sequence[types.Transition],
-                      priorities: Sequence[float],
-                      wait: bool = False) -> None:
-  """Writes each transition as one item with its initial priority.
-
-  Ape-X actors send their local buffer in batches of B = 50 with priorities
-  they computed themselves (Sec. 4.1, App. F), not Acme's default 1.0. The
-  TrajectoryWriter streams items to the server from a background thread, so
-  this returns without waiting unless `wait` (tests, or an actor that wants
-  back-pressure).
-
-  Args:
-    writer: from `client.trajectory_writer(num_keep_alive_refs=1)`.
-    table: the prioritised table's name.
-    transitions: items from `to_replay_transition`.
-    priorities: one initial priority |delta| per transition.
-    wait: block until the server has confirmed every item.
-  """
-  if len(transitions) != len(priorities):
-    raise ValueError(f'{len(transitions)} transitions but '
-                     f'{len(priorities)} priorities.')
-  for transition, priority in zip(transitions, priorities):
-    writer.append(transition)
-    writer.create_item(
-        table=table,
-        priority=float(priority),
-        trajectory=tree.map_structure(lambda column: column[-1],
-                                      writer.history))
-  if wait:
-    writer.flush()
 
 
 # --- Reading (learner side). -----------------------------------------------

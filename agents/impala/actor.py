@@ -21,13 +21,13 @@ next fetch. So every action of an unroll comes from the parameters fetched
 at its start, and its behaviour logits are exactly the ones it was sampled
 from.
 
-Several environments per actor: the actor steps a list of environments in
-lockstep and batches their forward passes (one network call serves them all;
-on CPU that is several times cheaper per step than batch-1 calls, DESIGN.md
-Sec. 2). Each environment keeps its own state (`EnvironmentState`: current
-observation, last action and reward, episode bookkeeping, Reverb writer), and
-sends its own unrolls; the paper's one-environment actor is the case of a
-list of one.
+Several of the paper's actors per node ("lanes", as in the Ape-X actor): the
+actor steps a list of environments in lockstep and batches their forward
+passes (one network call serves them all; on CPU that is several times
+cheaper per step than batch-1 calls). Each lane keeps its own state
+(`Lane`: current observation, last action and reward, episode bookkeeping,
+Reverb writer), and sends its own unrolls; the paper's one-environment actor
+is the case of a list of one.
 
 Central inference (Table 1's "dyn. batch", agents/impala/inference.py): with
 an inference node the actor sends its environments' inputs there at every
@@ -83,8 +83,8 @@ def make_environment(name: str,
   return environments.make_environment(name, seed=seed)
 
 
-class EnvironmentState:
-  """What an actor keeps per environment between steps."""
+class Lane:
+  """One of the paper's actors in this node: its environment and state."""
 
   def __init__(self, environment: dm_env.Environment,
                writer: queue_lib.UnrollWriter, index: int):
@@ -201,7 +201,7 @@ class ImpalaActor:
 
     tables = queue_lib.table_names(config)
     self._envs = [
-        EnvironmentState(
+        Lane(
             environment,
             queue_lib.UnrollWriter(client, config.unroll_length, tables,
                                    should_stop=self._stop_requested,
@@ -227,7 +227,7 @@ class ImpalaActor:
   # --- Properties -----------------------------------------------------------
 
   @property
-  def environments(self) -> List[EnvironmentState]:
+  def environments(self) -> List[Lane]:
     return self._envs
 
   @property
@@ -281,7 +281,7 @@ class ImpalaActor:
   def _core_state(self, index: int) -> Any:
     return tree.map_structure(lambda x: x[index], self._state)
 
-  def _finish_episode(self, env: EnvironmentState, timestep) -> None:
+  def _finish_episode(self, env: Lane, timestep) -> None:
     self._episodes += 1
     self._episodes_this_unroll += 1
     self._recent_returns.append(env.episode_return)

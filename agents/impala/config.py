@@ -1,8 +1,8 @@
 """IMPALA hyperparameters, each cited to the paper (arXiv:1802.01561).
 
-Sections and tables refer to shared/papers/impala_paper.md (main text) and
-shared/papers/impala_appendix.md (App. D, App. G / Table G.1, Figure 3, and
-the released code, github.com/deepmind/scalable_agent, "[CODE]"). Values the
+Sections and tables refer to the paper's main text and its appendices (App. D,
+App. G / Table G.1, Figure 3), and "[CODE]" to the released code,
+github.com/deepmind/scalable_agent. Values the
 paper does not state are marked NOT STATED, with the reason for the choice.
 
 The defaults are the Atari experts of Sec. 5.3.2 / Table G.1 (deep network,
@@ -49,10 +49,9 @@ class ImpalaConfig:
   # Table 1, "Single-Machine": "IMPALA 48 actors" (48 CPUs). The number of
   # actors of the Atari runs is NOT STATED (App. G); Table 1's single-machine
   # setting is the paper's own default scale.
+  # Each actor steps one environment (Sec. 3). How many actors one process
+  # hosts is placement, not a paper value: the program's actors_per_node.
   num_actors: int = 48
-  # NOT STATED: environments per actor. One, as in the paper's actors (one
-  # environment each, Sec. 3); several batch inference on small machines.
-  environments_per_actor: int = 1
   # Table G.1: "Unroll length (n) 20". Actors send n + 1 observations: the
   # last of one unroll is the first of the next (Sec. 3, [CODE]).
   unroll_length: int = 20
@@ -141,8 +140,8 @@ class ImpalaConfig:
   mlp_sizes: Tuple[int, ...] = (64, 64)
 
   # --- Implementation -----------------------------------------------------
-  # Sec. 3.1: "compiling parts of the computational graph with XLA". Measured
-  # on CPU for the local profile (see `local`).
+  # Sec. 3.1: "compiling parts of the computational graph with XLA". Off in
+  # the local profile, where it runs slower on CPU (see `local`).
   use_xla: bool = True
 
   # --- Central inference (Table 1, "IMPALA (dyn. batch)") -------------------
@@ -174,11 +173,6 @@ class ImpalaConfig:
     return self.batch_size * self.unroll_length * self.action_repeat
 
   @property
-  def total_learner_steps(self) -> int:
-    """Learner steps until the learning rate reaches 0."""
-    return -(-self.total_frames // self.frames_per_learner_step)
-
-  @property
   def replay_batch_size(self) -> int:
     """Trajectories of each batch drawn from the replay table."""
     return int(round(self.batch_size * self.replay_proportion))
@@ -195,8 +189,7 @@ class ImpalaConfig:
   @property
   def inference_batch_limit(self) -> int:
     """Environments per central-inference batch (see inference_max_batch)."""
-    return (self.inference_max_batch or
-            self.num_actors * self.environments_per_actor)
+    return self.inference_max_batch or self.num_actors
 
   @property
   def full_action_space(self) -> bool:
@@ -220,7 +213,7 @@ class ImpalaConfig:
       check(getattr(self, field) in choices, field,
             f'one of {", ".join(repr(c) for c in choices)}{why}')
 
-    for field in ('num_actors', 'environments_per_actor', 'unroll_length',
+    for field in ('num_actors', 'unroll_length',
                   'action_repeat', 'batch_size', 'total_frames',
                   'queue_capacity', 'replay_capacity', 'lstm_size'):
       check(is_int(getattr(self, field)) and getattr(self, field) >= 1, field,
@@ -299,24 +292,22 @@ class ImpalaConfig:
     """The same agent shrunk to fit one 2-core, 24 GiB machine.
 
     Departures from the paper, each because of the machine, not the method:
-      num_actors 2 with environments_per_actor 8: 48 single-environment
-        actor processes (each a TF process of ~600 MB, DESIGN.md Sec. 2)
-        cannot run on 2 cores; batching 8 environments per actor makes one
-        forward pass serve 8 steps (about 6x cheaper per step on this CPU,
-        DESIGN.md Sec. 2). Each environment still sends its own unrolls.
-      use_xla False: XLA measured slower than a plain tf.function for the
-        learner step (batch 32 x unroll 20, Atari frames) on this 2-core CPU:
-        shallow 1.04 vs 1.36 steps/s, deep 0.052 vs 0.067 steps/s (the
-        machine shared, load ~7). Ape-X's learner measured the same way
-        (DESIGN.md Sec. 1).
+      num_actors 16: 48 actors cannot run on 2 cores. The local placement
+        (agents/impala/builder.py) hosts 8 of them per actor process: 48
+        single-environment processes (a TF runtime of ~600 MB each) would
+        not fit, and one batched forward pass serving 8 steps is several
+        times cheaper per step on a CPU than 8 batch-1 passes. Each actor
+        still sends its own unrolls.
+      use_xla False: on a 2-core CPU XLA makes the learner step (batch 32 x
+        unroll 20, Atari frames) slower than a plain tf.function, for the
+        shallow and the deep network alike, as it does Ape-X's learner.
     Everything else (unroll 20, batch 32, RMSProp, entropy, clipping,
     V-trace, anneal over 200M frames) is the paper's; a program that runs
     fewer frames should set total_frames to its own budget, since the
     learning-rate anneal is defined relative to it.
     """
     settings = dict(
-        num_actors=2,
-        environments_per_actor=8,
+        num_actors=16,
         use_xla=False,
     )
     settings.update(overrides)

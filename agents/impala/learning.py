@@ -26,52 +26,39 @@ One learner step, on a batch of B trajectories of n + 1 steps
      op then advances by batch * unroll * action repeats).
 Steps 1-5 are one `tf.function(jit_compile=config.use_xla)`.
 
-RMSProp: Sonnet's `snt.optimizers.RMSProp` (uncentered) computes
-    ms <- decay ms + (1 - decay) g^2;  theta <- theta - lr g / sqrt(ms + eps)
-with eps inside the square root, as TF1's `tf.train.RMSPropOptimizer` that
-[CODE] uses. TF1 starts the mean-square slot at 1, Sonnet at 0; the slot is
-set to `rms_initial_mean_square` (default 1, TF1's) once, at construction.
-With eps = 0.01 inside the root the denominator never drops below 0.1.
+RMSProp, TF1-style as in [CODE] (uncentered, eps inside the root, the
+mean-square slot started at 1): agents/optimizers.py. With eps = 0.01 inside
+the root the denominator never drops below 0.1.
 
-Input pipeline and failures: as agents/apex_dqn/learning.py. The learner
-owns a dataset factory; a batch is fetched on a daemon thread and waited for
-in slices, so a stop request is seen while the queue is empty or the server
-is down; sampling errors make the learner wait, probe the server and rebuild
-the iterator (App. F of the Ape-X paper; IMPALA states nothing about it).
-
-Checkpoints: network, optimizer slots, learner step and frame counters and,
-for counters with save()/restore(), the counter's state. The constructor
-restores the latest checkpoint in `checkpoint_dir` (resume); `run()` saves
-every `checkpoint_period_s` and when it returns.
+Input, failures, checkpoints (network, optimizer slots, step and frame
+counters, the shared counter's state), the run loop and the parameter
+service are every learner's: agents/replay_feed.py (a stop is seen while the
+queue is empty or the server is down; IMPALA states nothing about failures),
+agents/learner_runtime.py.
 """
 
-import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional
 
-from absl import logging
-import numpy as np
 import reverb
 import sonnet as snt
 import tensorflow as tf
 import tree
 
-from agents import node_runtime
+from agents import learner_runtime
+from agents import optimizers
+from agents import replay_feed
 from agents.impala import config as config_lib
 from agents.impala import queue as queue_lib
 from agents.impala import vtrace
 from networks import impala as impala_networks
-
-DatasetLike = Union[tf.data.Dataset, Iterator[queue_lib.Trajectory],
-                    Callable[[], tf.data.Dataset]]
-
 
 def clip_rewards(rewards: tf.Tensor, clipping: str) -> tf.Tensor:
   """Table G.1's [-1, 1] clipping, or [CODE]'s DMLab-30 'soft_asymmetric'.
 
   'soft_asymmetric' is the released code's version (tanh(r/5) scaled by 5,
   negative rewards by a further 0.3), not Figure D.1's printed formula; see
-  shared/papers/impala_appendix.md, Table D.3.
+  IMPALA App. D, Table D.3.
   """
   if clipping == 'abs_one':
     return tf.clip_by_value(rewards, -1.0, 1.0)
@@ -172,24 +159,20 @@ def annealed_learning_rate(config: config_lib.ImpalaConfig,
   return tf.cast(config.learning_rate * remaining, tf.float32)
 
 
-class ImpalaLearner:
+class ImpalaLearner(learner_runtime.DistributedLearner):
   """The IMPALA learner: Acme-style step()/run()/get_variables()."""
 
   def __init__(self,
                network: impala_networks.ImpalaNetwork,
-               dataset: Optional[DatasetLike] = None,
+               dataset: Optional[replay_feed.DatasetLike] = None,
                config: Optional[config_lib.ImpalaConfig] = None,
-               counter: Any = None,
-               logger: Any = None,
-               checkpoint_dir: Optional[str] = None,
                *,
                make_dataset: Optional[Callable[[], tf.data.Dataset]] = None,
                signature: Optional[queue_lib.Trajectory] = None,
                replay_client: Optional[reverb.Client] = None,
-               checkpoint_period_s: float = 600.0,
-               max_checkpoints_to_keep: int = 3,
                retry_period_s: float = 1.0,
-               rms_initial_mean_square: float = 1.0):
+               rms_initial_mean_square: float = 1.0,
+               **runtime: Any):
     """Builds the learner, its optimizer and (if any) restores a checkpoint.
 
     Args:
@@ -198,59 +181,34 @@ class ImpalaLearner:
         dataset factory (preferred: rebuilt after errors), a tf.data.Dataset
         (re-iterated after errors) or a bare iterator (errors propagate).
       config: ImpalaConfig (defaults to the paper's).
-      counter: acme counting.Counter-like, optional; gets learner_steps.
-      logger: anything with write(dict), optional; written every step.
-      checkpoint_dir: where to save and restore; None disables both.
       make_dataset: alternative keyword for a dataset factory.
       signature: the unbatched `Trajectory` specs (queue.trajectory_signature)
         used to create the variables; if None, read from the dataset's
         element_spec.
       replay_client: reverb.Client, for probing the server while waiting and
         for queue/replay sizes in report().
-      checkpoint_period_s: seconds between saves in run().
-      max_checkpoints_to_keep: checkpoints kept in checkpoint_dir.
       retry_period_s: pause between sampling attempts while waiting.
       rms_initial_mean_square: initial RMSProp mean-square slot (1: TF1's
         RMSPropOptimizer, as [CODE]; 0: Sonnet's).
+      **runtime: counter, logger and checkpoint options
+        (learner_runtime.DistributedLearner).
     """
+    super().__init__(**runtime)
     self._config = config or config_lib.ImpalaConfig()
     self._config.validate()
     self._network = network
-    self._counter = counter
-    self._counter_increments = node_runtime.BackgroundIncrements(counter)
-    self._logger = logger
     self._client = replay_client
-    self._checkpoint_period_s = float(checkpoint_period_s)
-    self._retry_period_s = float(retry_period_s)
-    self._stop_event = threading.Event()
-    # get_variables() serves these while warm_up() runs a throw-away step.
-    self._variables_lock = threading.Lock()
-    self._frozen_variables: Optional[Dict[str, List[np.ndarray]]] = None
-
-    # --- Data source. -------------------------------------------------------
     if make_dataset is not None and dataset is not None:
       raise ValueError('Pass either `dataset` or `make_dataset`, not both.')
-    source = make_dataset if make_dataset is not None else dataset
-    if source is None:
-      raise ValueError('A dataset, dataset iterator or dataset factory is '
-                       'required.')
-    if isinstance(source, tf.data.Dataset):
-      self._make_dataset = lambda: source
-    elif callable(source) and not hasattr(source, '__next__'):
-      self._make_dataset = source
-    else:
-      self._make_dataset = None
-    self._iterator = None if self._make_dataset else source
-    self._pending_fetch = None
+    self._feed = replay_feed.ReplayFeed(
+        make_dataset if make_dataset is not None else dataset,
+        client=replay_client, stop_requested=self._stop_requested,
+        retry_period_s=retry_period_s,
+        waiting_for='the queue (empty, or server down or restarting)')
 
     # --- Variables. ---------------------------------------------------------
     if signature is None:
-      if self._iterator is not None and hasattr(self._iterator,
-                                                'element_spec'):
-        batched = self._iterator.element_spec
-      else:
-        batched = self._make_dataset().element_spec
-      observation = batched.observation
+      observation = self._feed.element_spec.observation
       observation_spec = tf.TensorSpec(observation.shape[2:],
                                        observation.dtype)
     else:
@@ -261,43 +219,21 @@ class ImpalaLearner:
     c = self._config
     self._learning_rate = tf.Variable(c.learning_rate, dtype=tf.float32,
                                       trainable=False, name='learning_rate')
-    self._optimizer = snt.optimizers.RMSProp(
-        learning_rate=self._learning_rate,
-        decay=c.rmsprop_decay,
-        momentum=c.rmsprop_momentum,
-        epsilon=c.rmsprop_epsilon,
-        centered=False)
-    # Slots created eagerly (not inside the compiled step): a zero update
-    # leaves the parameters unchanged; then TF1's initial mean square.
-    params = network.trainable_variables
-    self._optimizer.apply([tf.zeros_like(v) for v in params], params)
-    for ms in self._optimizer.ms:
-      ms.assign(tf.fill(ms.shape, tf.cast(rms_initial_mean_square, ms.dtype)))
-    self._num_steps = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                  name='learner_steps')
+    self._optimizer = optimizers.tf1_rmsprop(
+        network.trainable_variables, self._learning_rate,
+        decay=c.rmsprop_decay, momentum=c.rmsprop_momentum,
+        epsilon=c.rmsprop_epsilon, centered=False,
+        initial_mean_square=rms_initial_mean_square)
     self._num_frames = tf.Variable(0, dtype=tf.int64, trainable=False,
                                    name='learner_frames')
-    self._counter_state = tf.Variable('', dtype=tf.string, trainable=False,
-                                      name='counter_state')
-
-    # --- Checkpointing. -----------------------------------------------------
-    self._checkpoint = tf.train.Checkpoint(
+    self._set_up_services(
+        collections={'policy': lambda: self._network.variables},
         network=network, optimizer=self._optimizer,
-        num_steps=self._num_steps, num_frames=self._num_frames,
-        counter_state=self._counter_state)
-    self._manager = None
-    self.restored_from = None
-    if checkpoint_dir:
-      self._manager = tf.train.CheckpointManager(
-          self._checkpoint, checkpoint_dir, max_to_keep=max_checkpoints_to_keep)
-      if self._manager.latest_checkpoint:
-        self.restore(self._manager.latest_checkpoint)
+        num_frames=self._num_frames)
 
-    # --- The compiled step. -------------------------------------------------
     # autograph=False: the step has no Python control flow over tensors
     # (V-trace's scan and the LSTM's unroll are explicit loops), and
-    # converting it dominated tracing: 1.3 s instead of 4.3 s (shallow
-    # network, batch 32 x unroll 20, one core), the same graph otherwise.
+    # converting it would dominate tracing.
     self._step_fn = tf.function(self._train_step, jit_compile=c.use_xla,
                                 autograph=False)
 
@@ -305,10 +241,6 @@ class ImpalaLearner:
     self._start_frames = int(self._num_frames.numpy())
     self._steps_this_run = 0
     self._last_metrics: Dict[str, Any] = {}
-    self._waiting = False
-    self._num_waits = 0
-    self._wait_start = 0.0
-    self._last_checkpoint_time = time.time()
 
   # ---------------------------------------------------------------------------
   # Learning.
@@ -334,35 +266,28 @@ class ImpalaLearner:
   def warm_up(self) -> bool:
     """Compiles the step before the first batch has arrived.
 
-    Why: a first step costs 1.2 s against 0.5 s for the next ones (tracing
-    and instantiating the graph; shallow network, batch 32 x unroll 20, one
-    core; 3.9 s before autograph was turned off), and a starting learner is
-    idle until the actors' first unrolls fill a batch. So the step is run
-    once on a batch of zeros of the real shape, and every variable it writes
-    (network, optimizer slots, learning rate, step and frame counts) is then
-    restored; the first real call finds the compiled step. Meanwhile
-    get_variables() serves the parameters as they were, so no actor ever
-    sees the throw-away update.
+    Why: a starting learner is idle until the actors' first unrolls fill a
+    batch, and its first step costs several later ones (tracing and
+    instantiating the graph). So the step is run once on a batch of zeros of
+    the real shape, and every variable it writes (network, optimizer slots,
+    learning rate, step and frame counts) is then restored; the first real
+    call finds the compiled step. Actors meanwhile get the published
+    parameters (agents/parameters.py), which the throw-away step never
+    reaches: publishing happens only after real steps.
 
     Returns False, doing nothing, when the batch's shape is not known in
     advance (a bare iterator, or a dataset with unknown dimensions).
     """
-    spec = self._batch_spec()
+    spec = self._feed.element_spec
     if spec is None or not all(s.shape.is_fully_defined()
                                for s in tree.flatten(spec)):
       return False
-    with self._variables_lock:
-      self._frozen_variables = self._read_variables()
-    try:
-      written = self._state_variables()
-      saved = [v.read_value() for v in written]
-      zeros = tree.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)
-      self._step_fn(zeros)
-      for variable, value in zip(written, saved):
-        variable.assign(value)
-    finally:
-      with self._variables_lock:
-        self._frozen_variables = None
+    written = self._state_variables()
+    saved = [v.read_value() for v in written]
+    zeros = tree.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)
+    self._step_fn(zeros)
+    for variable, value in zip(written, saved):
+      variable.assign(value)
     return True
 
   def _state_variables(self) -> List[tf.Variable]:
@@ -374,99 +299,13 @@ class ImpalaLearner:
       unique.setdefault(v.ref(), v)
     return list(unique.values())
 
-  def _batch_spec(self) -> Optional[queue_lib.Trajectory]:
-    if self._iterator is not None:
-      return getattr(self._iterator, 'element_spec', None)
-    return self._make_dataset().element_spec
-
-  def _stop_requested(self) -> bool:
-    return self._stop_event.is_set() or node_runtime.launchpad_stop_requested()
-
-  def stop(self) -> None:
-    """Asks step()/run() to return (from another thread, e.g. tests)."""
-    self._stop_event.set()
-
-  def _fetch(self) -> Optional[queue_lib.Trajectory]:
-    """next(iterator) on a daemon thread, waited for in slices.
-
-    The queue blocks a sampler while it is empty, so a bare next() could
-    block for as long as the actors are gone; waiting in slices lets a stop
-    request through. A fetch abandoned by a stop is collected next call.
-    """
-    if self._pending_fetch is None:
-      box = {}
-      done = threading.Event()
-      iterator = self._iterator
-
-      def fetch():
-        try:
-          box['batch'] = next(iterator)
-        except BaseException as e:  # pylint: disable=broad-except
-          box['error'] = e
-        done.set()
-
-      threading.Thread(target=fetch, daemon=True,
-                       name='impala_learner_fetch').start()
-      self._pending_fetch = (box, done)
-    box, done = self._pending_fetch
-    while not done.wait(self._retry_period_s):
-      if self._stop_requested():
-        return None
-    self._pending_fetch = None
-    if 'error' in box:
-      raise box['error']
-    return box['batch']
-
-  def _next_batch(self) -> Optional[queue_lib.Trajectory]:
-    """Next batch, waiting (and rebuilding the iterator) while none comes.
-
-    Returns None if a stop was requested while waiting.
-    """
-    while True:
-      attempt_start = time.time()
-      try:
-        if self._iterator is None:
-          if self._client is not None:
-            self._client.server_info(timeout=max(1, int(self._retry_period_s)))
-          self._iterator = iter(self._make_dataset())
-        batch = self._fetch()
-        if batch is None:
-          return None
-        if self._waiting:
-          logging.info('Learner resumes after waiting %.1f s for data.',
-                       time.time() - self._wait_start)
-          self._waiting = False
-        return batch
-      except node_runtime.RETRYABLE_REPLAY_ERRORS as e:  # pylint: disable=catching-non-exception
-        if self._make_dataset is None:
-          raise
-        self._iterator = None
-        if not self._waiting:
-          self._waiting = True
-          self._num_waits += 1
-          self._wait_start = time.time()
-          logging.warning('Learner waits for the queue (empty, or server '
-                          'down or restarting): %s: %s', type(e).__name__,
-                          str(e).splitlines()[0] if str(e) else '')
-      if self._stop_requested():
-        return None
-      # At most one attempt per retry period, but no pause after an attempt
-      # that already waited that long (a dataset ended by the rate limiter's
-      # timeout on an empty queue): the first unrolls are then taken as soon
-      # as they land, up to 1 s sooner at start-up.
-      time.sleep(max(0.0, self._retry_period_s - (time.time() - attempt_start)))
-      if self._stop_requested():
-        return None
-
   def step(self) -> Optional[Dict[str, Any]]:
     """One learner update; returns its metrics, or None if stopped first."""
-    batch = self._next_batch()
+    batch = self._feed.next()
     if batch is None:
       return None
     out = self._step_fn(batch)
     self._steps_this_run += 1
-    if self._counter is not None:
-      self._counter_increments.increment(learner_steps=1)
     elapsed = max(time.time() - self._start_time, 1e-9)
     frames = int(self._num_frames.numpy())
     metrics = {key: float(value.numpy()) for key, value in out.items()}
@@ -477,45 +316,8 @@ class ImpalaLearner:
         'learner_frames_per_s': (frames - self._start_frames) / elapsed,
     })
     self._last_metrics = metrics
-    if self._logger is not None:
-      self._logger.write(metrics)
+    self._after_update(metrics)
     return metrics
-
-  def run(self, num_steps: Optional[int] = None) -> None:
-    """Steps until a stop (Launchpad or stop()) or `num_steps` steps.
-
-    Checkpoints every `checkpoint_period_s` and when it returns. Traces the
-    step first (warm_up()), while the first batch is still being made.
-    """
-    self.warm_up()
-    node_runtime.run_steps(
-        self.step, self._stop_requested,
-        checkpoint_due=lambda: (time.time() - self._last_checkpoint_time
-                                >= self._checkpoint_period_s),
-        save=self.save if self._manager is not None else None,
-        num_steps=num_steps)
-
-  # ---------------------------------------------------------------------------
-  # Variables, checkpoints, reporting.
-  # ---------------------------------------------------------------------------
-
-  def get_variables(self, names: Sequence[str]) -> List[List[np.ndarray]]:
-    """'policy': the network's variables; 'version': [learner steps]."""
-    unknown = [name for name in names if name not in ('policy', 'version')]
-    if unknown:
-      raise KeyError(f'Unknown variable collection(s) {unknown}; valid: '
-                     'policy, version.')
-    with self._variables_lock:
-      values = self._frozen_variables or self._read_variables()
-    return [values[name] for name in names]
-
-  def _read_variables(self) -> Dict[str, List[np.ndarray]]:
-    return {'policy': [np.asarray(v.numpy()) for v in self._network.variables],
-            'version': [np.asarray(self._num_steps.numpy())]}
-
-  @property
-  def num_steps(self) -> int:
-    return int(self._num_steps.numpy())
 
   @property
   def num_frames(self) -> int:
@@ -529,33 +331,6 @@ class ImpalaLearner:
   def network(self) -> impala_networks.ImpalaNetwork:
     return self._network
 
-  def save(self) -> Optional[str]:
-    """Writes a checkpoint (keeps the latest few); returns its path."""
-    if self._manager is None:
-      return None
-    state = node_runtime.counter_state_json(self._counter,
-                                            self._counter_increments)
-    if state is not None:
-      self._counter_state.assign(state)
-    path = self._manager.save(checkpoint_number=self._num_steps)
-    self._last_checkpoint_time = time.time()
-    logging.info('IMPALA learner checkpoint at step %d: %s', self.num_steps,
-                 path)
-    return path
-
-  def restore(self, path: Optional[str] = None) -> None:
-    """Restores `path` (default: the latest in checkpoint_dir)."""
-    if path is None:
-      if self._manager is None or not self._manager.latest_checkpoint:
-        raise ValueError('No checkpoint to restore.')
-      path = self._manager.latest_checkpoint
-    self._checkpoint.restore(path).assert_existing_objects_matched()
-    node_runtime.restore_counter(self._counter,
-                                 self._counter_state.numpy().decode())
-    self.restored_from = path
-    logging.info('IMPALA learner restored from %s at step %d.', path,
-                 self.num_steps)
-
   def report(self) -> Dict[str, Any]:
     """Progress, throughput and queue/replay sizes for the supervisor."""
     elapsed = max(time.time() - self._start_time, 1e-9)
@@ -566,8 +341,8 @@ class ImpalaLearner:
         'learner_steps_per_s': self._steps_this_run / elapsed,
         'learner_frames_per_s': (self.num_frames - self._start_frames) /
                                 elapsed,
-        'waiting_for_data': self._waiting,
-        'data_waits': self._num_waits,
+        'waiting_for_data': self._feed.waiting,
+        'data_waits': self._feed.num_waits,
         'last_total_loss': self._last_metrics.get('total_loss'),
         'learning_rate': self._last_metrics.get('learning_rate'),
     }
