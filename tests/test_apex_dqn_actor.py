@@ -18,6 +18,7 @@ import tensorflow as tf
 from agents.apex_dqn import actor as actor_lib
 from agents.apex_dqn import config as config_lib
 from agents.apex_dqn import replay
+from agents.replay import prioritized
 from networks import dqn
 from reproductions import environments
 
@@ -78,8 +79,9 @@ class UInt8Catch:
 
 @pytest.fixture
 def catch_server():
-  # Priority exponent 0: every stored item is drawn uniformly, so the test can
-  # read back each one's stored priority (|delta| itself is unaffected).
+  # Priority exponent 0: every stored item is drawn uniformly (|delta| itself
+  # is unaffected), and the sums of Reverb's tree stay exact integers while
+  # `_all_items` takes the items out of the draw one by one.
   config = _config(priority_exponent=0.0)
   signature = replay.transition_signature((10, 5), compressed=False)
   server = reverb.Server(replay.make_replay_tables(config, signature))
@@ -89,19 +91,30 @@ def catch_server():
 
 
 def _all_items(client, table, expected):
-  """Every item of the table with its priority, by repeated sampling."""
-  dataset = reverb.TrajectoryDataset.from_table_signature(
-      server_address=client.server_address, table=table,
-      max_in_flight_samples_per_worker=10)
+  """Every item of the table with its priority, each read exactly once.
+
+  Random draws could miss an item, so each sampled item is taken out of the
+  draw: its priority is recorded, then set to 0 (weight 0 even with priority
+  exponent 0), so the next sample is one not seen yet (exactly: with
+  exponent 0 the tree sums are small integers). A repeat means the rest have
+  priority 0. This overwrites the table's priorities.
+  """
   items = {}
-  for sample in dataset.take(60 * expected):
-    data = [sample.data.observation.numpy(), sample.data.action.numpy(),
-            sample.data.reward.numpy(), sample.data.discount.numpy(),
-            sample.data.next_observation.numpy(),
-            {'provenance': sample.data.extras['provenance'].numpy()}]
-    items[int(sample.info.key)] = (float(sample.info.priority), data)
+  for _ in range(expected + 1):
     if len(items) == expected:
       break
+    (sample,) = client.sample(table, num_samples=1, emit_timesteps=False,
+                              unpack_as_table_signature=True)
+    key = int(sample.info.key)
+    if key in items:
+      break
+    d = sample.data
+    data = [np.asarray(d.observation), np.asarray(d.action),
+            np.asarray(d.reward), np.asarray(d.discount),
+            np.asarray(d.next_observation),
+            {'provenance': np.asarray(d.extras['provenance'])}]
+    items[key] = (float(sample.info.priority), data)
+    client.mutate_priorities(table, updates={key: 0.0})
   return items
 
 
@@ -134,7 +147,7 @@ def test_initial_priorities_equal_the_double_q_td_error(catch_server):
   for priority, data in items.values():
     expected = _numpy_double_q_priority(network, data)
     assert priority == pytest.approx(expected, rel=1e-5, abs=1e-6)
-    actor_id, step = replay.split_provenance(data[5]['provenance'])
+    actor_id, step = prioritized.split_provenance(data[5]['provenance'])
     assert int(actor_id) == 2
     provenance_steps.append(int(step))
   assert sorted(provenance_steps) == list(range(steps))
@@ -187,9 +200,9 @@ def test_png_compressed_atari_transitions_round_trip():
     assert observation.shape == (8, 84, 84, 4) and observation.dtype == np.uint8
     # Stored priorities match the network on the decoded frames.
     for i in range(8):
-      data = [x[i].numpy() for x in (sample.data.observation, sample.data.action,
-                                      sample.data.reward, sample.data.discount,
-                                      sample.data.next_observation)]
+      data = [x[i].numpy() for x in (
+          sample.data.observation, sample.data.action, sample.data.reward,
+          sample.data.discount, sample.data.next_observation)]
       expected = _numpy_double_q_priority(network, data)
       assert float(sample.info.priority[i]) == pytest.approx(
           expected, rel=1e-4, abs=1e-5)
@@ -225,7 +238,7 @@ def test_lanes_of_one_process_keep_their_own_actor_semantics(catch_server):
   for priority, data in items.values():
     assert priority == pytest.approx(_numpy_double_q_priority(network, data),
                                      rel=1e-5, abs=1e-6)
-    actor_id, step = replay.split_provenance(data[5]['provenance'])
+    actor_id, step = prioritized.split_provenance(data[5]['provenance'])
     per_actor[int(actor_id)].append(int(step))
   for i in ids:  # each lane's items are numbered 0..steps-1 by its own clock
     assert sorted(per_actor[i]) == list(range(steps[i]))

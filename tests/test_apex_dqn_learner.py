@@ -23,6 +23,7 @@ import tensorflow as tf
 from agents.apex_dqn import config as config_lib
 from agents.apex_dqn import learning
 from agents.apex_dqn import replay
+from agents.replay import prioritized
 
 OBS_DIM = 4
 NUM_ACTIONS = 2
@@ -57,8 +58,8 @@ def _tables(config):
 def _write(client, config, transitions, priorities):
   # Writers stay local to this function: a live writer makes stop() wait 5 s.
   with client.trajectory_writer(num_keep_alive_refs=1) as writer:
-    replay.write_transitions(writer, config.replay_table_name, transitions,
-                             priorities)
+    prioritized.write_items(writer, config.replay_table_name, transitions,
+                            priorities)
     writer.flush(timeout_ms=10_000)
 
 
@@ -142,18 +143,32 @@ def _reference(sample, w, b, wt, bt, config, ms0=1.0):
   return loss, np.abs(delta), norm, new
 
 
-def _priorities_on_server(client, config, keys, max_samples=2000):
-  """Current priority of each key, read back from sample infos."""
+def _priorities_on_server(client, config, keys):
+  """Current priority of each key, read back exactly once per item.
+
+  Sampling a prioritized table at random could miss a low-priority key, so
+  each sampled item is taken out of the draw instead: its `info.priority` is
+  recorded, then set to 0, which leaves all the sampling mass on the items
+  not seen yet. Every sample is therefore a new item while any item with a
+  positive priority is left (up to the rounding of Reverb's sum tree, ~1e-16
+  of the mass); a repeat means the rest have priority 0. This overwrites the
+  table's priorities: call it last. It takes at most table size + 1 samples.
+  """
+  table = config.replay_table_name
   wanted = set(int(k) for k in keys)
-  found = {}
-  for _ in range(20):
-    for s in client.sample(config.replay_table_name, num_samples=100,
-                           emit_timesteps=False):
-      key = int(s.info.key)
-      if key in wanted:
-        found[key] = float(s.info.priority)
-    if len(found) == len(wanted):
+  size = client.server_info()[table].current_size
+  seen, found = set(), {}
+  for _ in range(size + 1):
+    if wanted <= seen:
       break
+    (sample,) = client.sample(table, num_samples=1, emit_timesteps=False)
+    key = int(sample.info.key)
+    if key in seen:
+      break
+    seen.add(key)
+    if key in wanted:
+      found[key] = float(sample.info.priority)
+    client.mutate_priorities(table, updates={key: 0.0})
   return found
 
 
@@ -389,7 +404,9 @@ def _start_server_process(port, overrides):
   reader = threading.Thread(target=lambda: line.__setitem__(
       0, proc.stdout.readline()), daemon=True)
   reader.start()
-  reader.join(timeout=30)
+  # Generous: importing TF and Reverb on a loaded machine can take a while,
+  # and a server that starts sooner ends the wait sooner.
+  reader.join(timeout=180)
   if line[0] is None or b'ready' not in line[0]:
     proc.kill()
     raise AssertionError('replay server process did not start')
@@ -434,20 +451,27 @@ def test_pauses_and_resumes_across_replay_restart():
   thread = threading.Thread(target=run, daemon=True)
   thread.start()
   try:
-    _wait_for(lambda: learner.num_steps >= 5, 20, 'first steps')
+    # The waits below end as soon as their condition holds: their bounds
+    # only catch a hang, so they leave room for a loaded machine (report()
+    # alone may take 5 s per call while the server is down).
+    _wait_for(lambda: learner.num_steps >= 5, 120, 'first steps')
     procs[0].kill()  # The replay node dies.
     procs[0].wait(timeout=10)
-    _wait_for(lambda: errors or learner.report()['waiting_for_replay'], 10,
+    _wait_for(lambda: errors or learner.report()['waiting_for_replay'], 60,
               'the learner to notice the replay is down')
     assert not errors, errors
     paused_at = learner.num_steps
     time.sleep(0.5)
-    assert learner.num_steps == paused_at
+    # Batches already in flight before the kill (at most 2) may still be
+    # consumed: on a loaded machine the fetch thread can deliver one only
+    # after a probe has flagged the wait. Beyond them, nothing: the replay
+    # is down. (The margin counts batches, not seconds.)
+    assert learner.num_steps <= paused_at + 2
 
     # A fresh server on the same port, refilled below, then to, its minimum.
     procs.append(_start_server_process(port, overrides))
     new_client = reverb.Client(address)
-    deadline = time.time() + 20
+    deadline = time.time() + 120
     while True:  # The channel may still be in reconnect back-off.
       try:
         _write(new_client, config, _random_transitions(rng, BATCH - 1),
@@ -463,18 +487,20 @@ def test_pauses_and_resumes_across_replay_restart():
     stalled_at = learner.num_steps
     assert stalled_at <= paused_at + 2
     time.sleep(1.0)
-    assert learner.num_steps == stalled_at
-    _wait_for(lambda: learner.report()['waiting_for_replay'], 5,
+    # Still paused. Compared with the in-flight allowance, not with
+    # `stalled_at`: under load the last in-flight batch may land only now.
+    assert learner.num_steps <= paused_at + 2
+    _wait_for(lambda: learner.report()['waiting_for_replay'], 60,
               'the learner to report that it waits below the minimum')
     _write(new_client, config, _random_transitions(rng, 1, start=100), [1.0])
-    _wait_for(lambda: learner.num_steps >= paused_at + 5, 20,
+    _wait_for(lambda: learner.num_steps >= paused_at + 5, 120,
               'the learner to resume')
     report = learner.report()
     assert not report['waiting_for_replay'] and report['replay_waits'] >= 1
     assert report['items_sampled'] > 0
   finally:
     learner.stop()
-    thread.join(timeout=10)
+    thread.join(timeout=60)
     for proc in procs:
       if proc.poll() is None:
         proc.kill()

@@ -44,7 +44,6 @@ def test_paper_config_values():
   c = config_lib.ApeXDQNConfig.paper()
   assert c.num_actors == 360 and c.n_step == 3 and c.batch_size == 512
   assert c.replay_soft_capacity == 2_000_000 and c.min_replay_size == 50_000
-  assert c.replay_removal_period == 100
   assert (c.priority_exponent, c.importance_sampling_exponent) == (0.6, 0.4)
   assert c.learning_rate == pytest.approx(6.25e-5)
   assert (c.rmsprop_decay, c.rmsprop_epsilon, c.rmsprop_momentum) == (
@@ -243,6 +242,29 @@ def test_importance_weights_match_numpy():
   # Tiny probabilities in a 2M table do not overflow.
   w_big = targets.importance_weights(np.array([1e-12, 1e-9]), 2_000_000, 0.4)
   assert np.all(np.isfinite(w_big))
+
+
+@pytest.mark.parametrize('beta', [0.05, 0.1, 0.4])
+def test_importance_weights_of_a_zero_probability_item_are_finite(beta):
+  # Reverb can return an item of priority 0 with P = 0; log(N * 0) = -inf
+  # used to turn the whole batch into NaN.
+  tiny = np.finfo(np.float64).tiny
+  p = np.array([0.002, 0.0, 0.01, 0.0005, 0.03], np.float64)
+  n = 1000
+  w = targets.importance_weights(p, n, beta).numpy()
+  assert w.dtype == np.float32 and np.all(np.isfinite(w))
+  assert w.max() == 1.0 and w[1] == 1.0  # The P = 0 item weighs the most.
+  # The others, relative to the floored item: (N P_i)^-beta / tiny^-beta.
+  # For beta = 0.4 these are ~1e-123, 0 in float32.
+  others = np.array([0, 2, 3, 4])
+  reference = (n * p[others])**-beta / tiny**-beta
+  np.testing.assert_allclose(w[others], reference.astype(np.float32),
+                             rtol=1e-6)
+  if beta < 0.2:
+    assert np.all(w[others] > 0)
+  # A batch of P = 0 items only (every priority 0): uniform weights.
+  np.testing.assert_array_equal(
+      targets.importance_weights(np.zeros(4), n, beta), np.ones(4))
 
 
 def test_loss_is_weighted_half_squared_error():

@@ -53,7 +53,9 @@ def _start_server(port):
       target=lambda: line.__setitem__(0, process.stdout.readline()),
       daemon=True)
   reader.start()
-  reader.join(timeout=60)
+  # Generous: importing TF and Reverb on a loaded machine can take a while,
+  # and a server that starts sooner ends the wait sooner.
+  reader.join(timeout=180)
   if b'ready' not in line[0]:
     process.kill()
     raise AssertionError('replay server process did not start')
@@ -88,11 +90,16 @@ def test_learner_waits_for_the_refill_after_a_replay_restart():
   stop = threading.Event()
   errors = []
   acting_paused = threading.Event()
+  # While set, the actor pauses itself once it has sent this many items in
+  # all: the refill then stops at a known size, however slow the test thread.
+  items_limit = [None]
 
   def act():
     try:
       while not stop.is_set():
-        if acting_paused.is_set():
+        limit = items_limit[0]
+        if acting_paused.is_set() or (
+            limit is not None and actor.report()['items_sent'] >= limit):
           time.sleep(0.05)
           continue
         actor.step()
@@ -110,12 +117,15 @@ def test_learner_waits_for_the_refill_after_a_replay_restart():
   for thread in threads:
     thread.start()
   try:
-    _wait_for(lambda: errors or learner.num_steps >= 20, 60, 'learning')
+    # The waits below end as soon as their condition holds: their bounds
+    # only catch a hang, so they leave room for a loaded machine (report()
+    # alone may take 5 s per call while the server is down).
+    _wait_for(lambda: errors or learner.num_steps >= 20, 180, 'learning')
     assert not errors, errors
     acting_paused.set()  # so the refill below can be watched step by step
     servers[0].kill()  # SIGKILL: the replay node dies with its items.
     servers[0].wait(timeout=10)
-    _wait_for(lambda: learner.report()['waiting_for_replay'], 20,
+    _wait_for(lambda: learner.report()['waiting_for_replay'], 60,
               'the learner to notice that the replay is gone')
     paused_at = learner.num_steps
     # The actor acts on while the server is down: its sends must be dropped
@@ -123,10 +133,16 @@ def test_learner_waits_for_the_refill_after_a_replay_restart():
     # makes it certain (a send issued only after the restart could reach
     # the new server on the old channel and never fail).
     acting_paused.clear()
-    _wait_for(lambda: errors or actor.report()['send_failures'] >= 1, 60,
+    _wait_for(lambda: errors or actor.report()['send_failures'] >= 1, 120,
               'the actor to drop a batch sent to the dead server')
     assert not errors, errors
 
+    # Whatever is sent from now on lands on the new server. The actor pauses
+    # after 150 more items: with one batch of 10 in flight and the check made
+    # between steps, at most 170 reach it, below min_replay_size (300).
+    refill = 150
+    items_limit[0] = actor.report()['items_sent'] + refill
+    assert refill + 2 * config.actor_send_batch_size < config.min_replay_size
     servers.append(_start_server(port))
     # The actor refills the new, empty server; below min_replay_size the
     # learner must stay paused, at or above it the learner continues.
@@ -139,11 +155,12 @@ def test_learner_waits_for_the_refill_after_a_replay_restart():
       except Exception:  # pylint: disable=broad-except
         return 0
 
-    _wait_for(lambda: replay_size() >= 100, 60, 'the actor to resume sending')
+    _wait_for(lambda: replay_size() >= 100, 120, 'the actor to resume sending')
     assert replay_size() < config.min_replay_size
     # At most the batches already decoded before the kill can still be used.
     assert learner.num_steps <= paused_at + 2
-    _wait_for(lambda: errors or learner.num_steps >= paused_at + 20, 120,
+    items_limit[0] = None  # The actor fills the new server past its minimum.
+    _wait_for(lambda: errors or learner.num_steps >= paused_at + 20, 180,
               'the learner to continue after the refill')
     assert not errors, errors
     assert replay_size() >= config.min_replay_size
@@ -154,7 +171,7 @@ def test_learner_waits_for_the_refill_after_a_replay_restart():
     stop.set()
     learner.stop()
     for thread in threads:
-      thread.join(timeout=20)
+      thread.join(timeout=60)
     for server in servers:
       if server.poll() is None:
         server.kill()

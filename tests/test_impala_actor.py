@@ -289,10 +289,18 @@ def test_a_full_queue_blocks_the_actor_until_stopped(setups):
   setup = setups(_config(queue_capacity=2))
   thread = setup.start()
   name = setup.config.queue_table_name
-  deadline = time.time() + 10
-  while setup.table_info(name).current_size < 2 and time.time() < deadline:
-    time.sleep(0.02)
-  time.sleep(0.5)
+
+  def wait_until(condition, timeout_s=120):
+    # Ends as soon as `condition` holds; the bound only catches a hang and
+    # leaves room for a loaded machine.
+    deadline = time.time() + timeout_s
+    while not condition() and time.time() < deadline:
+      time.sleep(0.02)
+
+  # Two unrolls in the queue, the third taken: the actor acts until then
+  # (however slowly), and then must not act on.
+  wait_until(lambda: setup.table_info(name).current_size >= 2 and
+             setup.actor.num_steps >= 3 * UNROLL)
   steps = setup.actor.num_steps
   time.sleep(0.5)
   assert thread.is_alive()
@@ -302,16 +310,17 @@ def test_a_full_queue_blocks_the_actor_until_stopped(setups):
   # Taking one item lets exactly the waiting unroll in (Client.sample takes
   # exactly one; a dataset would keep one more in flight).
   list(setup.client.sample(name, num_samples=1, emit_timesteps=False))
-  deadline = time.time() + 5
-  while setup.actor.num_steps < 4 * UNROLL and time.time() < deadline:
-    time.sleep(0.02)
+  wait_until(lambda: setup.actor.num_steps >= 4 * UNROLL)
   time.sleep(0.5)
   assert setup.actor.num_steps == 4 * UNROLL
   assert setup.table_info(name).current_size == 2
   start = time.time()
   setup.actor.stop()
-  thread.join(5)
-  assert not thread.is_alive() and time.time() - start < 2.0
+  thread.join(30)
+  # The wait on the full queue has no end of its own: without its 100 ms
+  # slices the thread would never stop. 10 s tells the two apart on a loaded
+  # machine too.
+  assert not thread.is_alive() and time.time() - start < 10.0
 
 
 def test_counter_and_logger_report_steps_episodes_and_returns(setups):

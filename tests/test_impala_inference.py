@@ -30,7 +30,7 @@ def _config(**overrides):
   settings = dict(network='mlp', mlp_sizes=(8,), use_lstm=True, lstm_size=5,
                   unroll_length=UNROLL, batch_size=2, queue_capacity=64,
                   action_repeat=1, use_xla=False, central_inference=True,
-                  num_actors=3, environments_per_actor=2,
+                  num_actors=6,
                   inference_timeout_ms=500.0)
   settings.update(overrides)
   return config_lib.ImpalaConfig.local(**settings)
@@ -70,8 +70,10 @@ def _reference(config, variables, request):
 
 
 def test_concurrent_requests_share_a_pass_and_get_their_own_rows():
-  # Three actors of 1, 2 and 3 environments: a batch limit of 6 rows.
-  config = _config(inference_max_batch=6)
+  # Three actors of 1, 2 and 3 environments: a batch limit of 6 rows. The
+  # timeout is long so that the rows batch together however late a loaded
+  # machine runs a thread; a full batch of 6 is served without waiting.
+  config = _config(inference_max_batch=6, inference_timeout_ms=5000.0)
   server, network = _server(config)
   try:
     variables = [v.numpy() for v in network.variables]
@@ -177,7 +179,7 @@ def test_parameters_follow_the_learners_version_and_are_fetched_once_each():
 
 
 def test_an_actor_with_central_inference_records_the_served_logits():
-  config = _config(use_lstm=False, num_actors=1, environments_per_actor=2,
+  config = _config(use_lstm=False, num_actors=2,
                    inference_timeout_ms=1.0)
   setup = Setup(config, num_envs=2, source=ChangingSource)
   server, server_network = _server(config)

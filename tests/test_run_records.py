@@ -2,6 +2,7 @@
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -80,14 +81,23 @@ def test_sigkill_mid_write_leaves_only_whole_files(tmp_path):
         record.append_evaluation_episode(game='pong', score=float(i), frames=i,
                                          wall_time_s=float(i))
         record.write_summary({{'i': i, 'payload': list(range(200))}})
+        if i == 1:
+          print('wrote', flush=True)  # every file has been written once
       ''')
   run_records.RunRecord.create('kill', {}, {}, root=tmp_path, run_id='run')
   record = run_records.RunRecord(tmp_path / 'run')
   for delay in (0.3, 0.45, 0.6, 0.8):
-    process = subprocess.Popen([sys.executable, '-c', writer])
+    process = subprocess.Popen([sys.executable, '-c', writer],
+                               stdout=subprocess.PIPE)
+    # The kill comes `delay` after the writer's first complete round, not
+    # after its start: how long Python takes to start depends on the load.
+    ready, _, _ = select.select([process.stdout], [], [], 120)
+    started = bool(ready) and process.stdout.readline() == b'wrote\n'
     time.sleep(delay)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
+    process.stdout.close()
+    assert started, 'the writer did not complete a first round'
     rows = record.read_metrics('learner')
     assert rows, 'the writer made no progress before the kill'
     steps = [r['step'] for r in rows]

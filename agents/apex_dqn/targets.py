@@ -277,8 +277,9 @@ def priorities_from_td_errors(td_error: TensorLike) -> tf.Tensor:
   """Proportional priorities p = |delta| (App. F), as float64 for Reverb.
 
   No epsilon is added: the paper sets p_k = |delta_k|. A transition whose TD
-  error is exactly 0 is then not sampled until its priority changes, which
-  in float arithmetic practically never matters.
+  error is exactly 0 is then (almost) never sampled until its priority
+  changes; Reverb may still return it, with P = 0, which
+  `importance_weights` handles.
   """
   return tf.cast(tf.abs(tf.stop_gradient(td_error)), tf.float64)
 
@@ -299,12 +300,20 @@ def importance_weights(probabilities: TensorLike,
     beta: importance-sampling exponent (0.4 in Ape-X, Sec. 4.1).
 
   Returns:
-    [B] float32 weights in (0, 1], maximum exactly 1.
+    [B] float32 weights in [0, 1], maximum exactly 1; in (0, 1] unless a
+    weight is below float32's range (next to an item with P = 0, say).
   """
   probabilities = tf.cast(tf.convert_to_tensor(probabilities), tf.float64)
   replay_size = tf.cast(tf.convert_to_tensor(replay_size), tf.float64)
+  # Reverb can return an item with P = 0 (priority 0, i.e. a TD error of
+  # exactly 0, picked through the sum tree's rounding residue), and
+  # log(0) = -inf would make the weights inf - inf = NaN. Flooring N P at the
+  # smallest positive float64 gives such an item the batch's largest weight,
+  # the limit of (N P)^-beta as P -> 0, and keeps every weight finite.
+  scaled = tf.maximum(replay_size * probabilities,
+                      np.finfo(np.float64).tiny)
   # In log space: (N P)^-beta can under/overflow for tiny P and large N.
-  log_w = -beta * tf.math.log(replay_size * probabilities)
+  log_w = -beta * tf.math.log(scaled)
   return tf.cast(tf.exp(log_w - tf.reduce_max(log_w)), tf.float32)
 
 
