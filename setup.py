@@ -1,11 +1,11 @@
-"""Installs the reproduction's packages on an exactly pinned DeepMind TF 2.8 stack.
+"""Installs the reproduction on an exactly pinned DeepMind TF 2.8 stack.
 
 Why every package is pinned, transitive ones included: a plain install of the
 unpinned names resolves to numpy 2 and protobuf 7, which break TF 2.8, and pip's
 resolver backtracks for tens of minutes over tensorboard 2.8's loose
-requirements. With every version fixed the install is a straight download
-(about 90 s here). The set was resolved once for CPython 3.10 on manylinux
-x86-64 and checked to import together (tests/test_stack.py).
+requirements. With every version fixed the install is a straight download.
+The set was resolved for CPython 3.10 on manylinux x86-64 and is checked to
+import together (tests/test_stack.py).
 
 Python 3.10 exactly: dm-launchpad publishes wheels for CPython <= 3.10 only, and
 its C++ extension is linked against TF 2.8, which has no wheels past 3.10.
@@ -16,7 +16,8 @@ import setuptools
 STACK = [
     'ale-py==0.12.1',  # ships the ROMs: no download step
     'dm-acme==0.4.0',  # last release; building blocks for the agents
-    'dm-control==1.0.50',  # Ape-X DPG's humanoid and manipulator tasks (features only, no GL)
+    # Ape-X DPG's humanoid and manipulator tasks (features only, no GL).
+    'dm-control==1.0.50',
     'dm-launchpad==0.5.0',  # dm-acme 0.4.0 pins it exactly; cp310 wheels only
     'dm-reverb==0.7.0',  # built for TF 2.8; the version dm-acme 0.4.0 names
     'dm-sonnet==2.0.2',  # 2.0.0 crashes on Python 3.10 (collections.Sequence)
@@ -27,12 +28,23 @@ STACK = [
     'matplotlib==3.10.9',  # paper figures
     'mujoco==3.17.0',  # dm-control 1.0.50 needs >= 3.17
     'numpy==1.23.5',  # TF 2.8 breaks on numpy 2; acme wrappers break on >= 1.24
-    'opencv-python-headless==4.10.0.84',  # 84x84 INTER_AREA resize at about 1/5 the cost of PIL bilinear: keeps the Atari wrapper near bare-emulator speed
-    'pillow==12.3.0',  # PNG codec for observations (Ape-X App. F)
-    'protobuf==3.19.6',  # TF 2.8 breaks on protobuf >= 3.20 ('Descriptors cannot be created directly')
+    # Frame ops and the INTER_AREA resize, far cheaper than PIL's: they keep
+    # the Atari wrapper near bare-emulator speed. Also the PNG decoder.
+    'opencv-python-headless==4.10.0.84',
+    # A second PNG decoder: the tests check the observation codec (Ape-X
+    # App. F) and the figures with it.
+    'pillow==12.3.0',
+    # TF 2.8 breaks on protobuf >= 3.20 ('Descriptors cannot be created
+    # directly').
+    'protobuf==3.19.6',
     'pytest==9.2.0',  # the test runner
-    'rliable==1.2.0',  # IQM with stratified-bootstrap intervals (Agarwal et al. 2021) for the Atari-57 comparison
-    'tensorflow-cpu==2.8.0',  # TF 2.8 line: launchpad's courier and reverb link TF 2.8's C++ ABI (DESIGN.md s1). On a GPU host, swap for 'tensorflow==2.8.0'.
+    # IQM with stratified-bootstrap intervals (Agarwal et al. 2021) for the
+    # Atari-57 comparison.
+    'rliable==1.2.0',
+    # TF 2.8 line: launchpad's courier and reverb link TF 2.8's C++ ABI
+    # (README, "Why Python 3.10 and TF 2.8"). On a GPU host, swap for
+    # 'tensorflow==2.8.0'.
+    'tensorflow-cpu==2.8.0',
     'tensorflow-estimator==2.8.0',  # matches TF 2.8
     'tensorflow-probability==0.16.0',  # the TF 2.8 release
     'trfl==1.2.0',  # used by acme's TF modules

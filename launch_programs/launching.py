@@ -55,7 +55,8 @@ def ensure_absl_flags_parsed() -> None:
 class LaunchOutcome:
   launch_s: float            # lp.launch() call to its return
   wall_s: float              # lp.launch() call to the end of the program
-  stop_cause: str            # 'program' (lp.stop from a node), 'watchdog', 'node exited: ...'
+  # 'program' (lp.stop from a node), 'watchdog' or 'node exited: ...'.
+  stop_cause: str
   killed_leftovers: int      # processes still alive after the grace, SIGKILLed
 
   @property
@@ -86,12 +87,12 @@ def set_node_tensorflow_environment() -> None:
 
   Why: importing TensorFlow sets TF2_BEHAVIOR=1 (and TF_CPP_MIN_LOG_LEVEL=1)
   in its process, and Launchpad's nodes inherit the launcher's environment.
-  The launcher no longer imports TensorFlow (launch_programs/replay_node.py),
-  and without TF2_BEHAVIOR in its environment a node's TensorFlow started in
-  graph mode: measured, functions a learner node then traced in its main
-  thread registered their inner loop and branch functions outside the eager
-  context, and their first call failed with "Op type not registered
-  'cond_true_...'" (both learners).
+  The launcher does not import TensorFlow, to keep its start-up short
+  (launch_programs/replay_node.py), and without TF2_BEHAVIOR in its
+  environment a node's TensorFlow starts in graph mode: functions a learner
+  node then traces in its main thread register their inner loop and branch
+  functions outside the eager context, and their first call fails with "Op
+  type not registered 'cond_true_...'" (Ape-X's and IMPALA's learners alike).
   """
   os.environ.setdefault('TF2_BEHAVIOR', '1')
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1')
@@ -125,7 +126,7 @@ def launch_and_wait(program: lp.Program, *, launch_type: str,
                     critical_groups: Sequence[str] = ('supervisor',),
                     local_resources: Optional[Mapping[str, Any]] = None
                     ) -> LaunchOutcome:
-  """Runs `program` to its end; never much longer than `max_seconds + grace_s`."""
+  """Runs `program` to its end; never much past `max_seconds + grace_s`."""
   if launch_type not in LAUNCH_TYPES:
     raise ValueError(
         f'unknown launch type {launch_type!r}; valid choices: {LAUNCH_TYPES}')
@@ -188,7 +189,7 @@ def launch_and_wait(program: lp.Program, *, launch_type: str,
 
 
 def kill_descendants(timeout_s: float = 5.0) -> int:
-  """SIGTERMs, then SIGKILLs, every descendant of this process; returns count."""
+  """SIGTERMs, then SIGKILLs, every descendant of this process; the count."""
   children = psutil.Process().children(recursive=True)
   for child in children:
     try:

@@ -2,8 +2,7 @@
 
 Ape-X (Horgan et al. 2018), Appendix C: "We use the same network as in the
 Dueling DDQN agent", i.e. the network of Wang et al. 2016 ("Dueling Network
-Architectures for Deep Reinforcement Learning", arXiv:1511.06581, Section 4.2;
-see shared/papers/apex_facts.md Section 3 for the sources of every fact below):
+Architectures for Deep Reinforcement Learning", arXiv:1511.06581, Section 4.2):
 
   * torso = Nature DQN (Mnih et al. 2015): 84x84x4 input, conv 32 8x8 stride 4,
     conv 64 4x4 stride 2, conv 64 3x3 stride 1, each followed by ReLU, VALID
@@ -15,8 +14,8 @@ see shared/papers/apex_facts.md Section 3 for the sources of every fact below):
     Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a');
   * both streams backpropagate into the last convolutional layer, so Wang et
     al. rescale the combined gradient entering it by 1/sqrt(2). Ape-X does not
-    restate this; "the same network" implies it (UNVERIFIED in apex_facts.md),
-    so it is on by default and can be switched off.
+    restate this; "the same network" implies it (UNVERIFIED), so it is on by
+    default and can be switched off.
 
 Observations stay uint8 all the way to the network (4x less memory in replay
 and in the actor's batches than float32); the cast and the 1/255 scaling

@@ -309,8 +309,8 @@ def _interval_estimates(runs_by_game: Mapping[str, List[RunScore]],
   if built is None or reps <= 0:
     return None
   matrix, kind, note = built
-  # Imported here: rliable pulls in arch/statsmodels (about 2 s), needed only
-  # when there is something to bootstrap.
+  # Imported here: rliable pulls in arch/statsmodels (slow to import), needed
+  # only when there is something to bootstrap.
   from rliable import library as rly  # pylint: disable=g-import-not-at-top
   from rliable import metrics  # pylint: disable=g-import-not-at-top
   names = ('median', 'IQM', 'mean')

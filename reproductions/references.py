@@ -11,8 +11,8 @@ anchors (`atari57_reference_human_starts.csv`). Naming the regime explicitly
 output instead of buried in a default.
 
 The tables are read at run time from `results/reference/` of this repository
-(never from a shared checkout), so what a comparison prints can always be
-traced to a file and, through `results/reference/SOURCES.md`, to a paper.
+(nowhere else), so what a comparison prints can always be traced to a file
+and, through `results/reference/SOURCES.md`, to a paper.
 
 HNS = (score - random) / (human - random); `human_normalized` returns it as a
 fraction (1.0 = human level); printed tables show it in percent.

@@ -1,4 +1,4 @@
-"""How a run is recorded: the one contract between programs and the analysis tools.
+"""How a run is recorded: the one contract between programs and analysis tools.
 
 Every launch program writes a run record, and `reproductions.compare` and
 `reproductions.figures` read nothing else. Layout of `results/runs/<run-id>/`:
@@ -112,7 +112,7 @@ def _csv_line(values: Sequence[Any]) -> bytes:
 
 
 def read_csv_rows(path: os.PathLike) -> List[Dict[str, str]]:
-  """Reads complete rows only: a trailing line without newline is not a record."""
+  """Reads complete rows only: a last line without newline is not a record."""
   path = pathlib.Path(path)
   if not path.exists():
     return []
@@ -294,7 +294,7 @@ class RunRecord:
   def exists(self) -> bool:
     return (self.run_dir / CONFIG_FILE).exists()
 
-  # Writers (called from nodes) -------------------------------------------------
+  # Writers (called from nodes) -----------------------------------------------
 
   def metrics_logger(self, node: str, **kwargs) -> MetricsLogger:
     return MetricsLogger(self.run_dir, node, **kwargs)
@@ -311,7 +311,7 @@ class RunRecord:
   def write_summary(self, summary: Mapping[str, Any]) -> None:
     atomic_write_json(self.run_dir / SUMMARY_FILE, dict(summary))
 
-  # Readers (called by compare and figures) -------------------------------------
+  # Readers (called by compare and figures) -----------------------------------
 
   def read_config(self) -> Dict[str, Any]:
     return read_json(self.run_dir / CONFIG_FILE)

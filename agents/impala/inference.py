@@ -15,13 +15,13 @@ policy and serves `policy_step` calls from every actor:
     version that computed them;
   * parameters: a refresher thread asks the learner for its version every
     `config.inference_refresh_period_s` and fetches the parameters when a
-    newer one exists. The actors no longer fetch; the policy may change within
-    an unroll, and the behaviour logits each actor records are exactly the
-    ones its actions were sampled from, which is all V-trace needs.
+    newer one exists. The actors fetch no parameters; the policy may change
+    within an unroll, and the behaviour logits each actor records are exactly
+    the ones its actions were sampled from, which is all V-trace needs.
 
 On a GPU host the forward pass is where batching pays; on this 2-core CPU it
-trades the actors' own batched passes for a round trip per step (see the
-README's measured figures).
+trades the actors' own batched passes for a round trip per step (README,
+"Measured performance").
 """
 
 import dataclasses

@@ -151,8 +151,8 @@ def _new_trajectory_writer(client: reverb.Client, num_keep_alive_refs: int,
 
   Why: the writer fetches the tables' signatures from the server, by default
   within 3 s. In a program whose nodes all start at once the replay node may
-  still be importing TensorFlow then (measured: actors died with "Deadline
-  Exceeded" on a loaded 2-core host), so the actor waits for it instead.
+  still be importing TensorFlow then (on a loaded 2-core host the call fails
+  with "Deadline Exceeded"), so the actor waits for it instead.
   """
   while True:
     try:

@@ -9,29 +9,15 @@ into one [H, W*C] greyscale image, frame k in columns [k*W, (k+1)*W). One
 greyscale PNG compresses better than 4 separate ones (one header, and the
 filters see the flat backgrounds of all frames) and decodes in one call.
 
-Codec choice. Measured on one core of the (shared, 2-core) dev machine, best
-of 5 passes over 300 real frame stacks (ALE screens, greyscale, INTER_AREA to
-84x84, stacked by 4; 28,224 raw bytes each), Breakout / Pong / Space Invaders:
-
-  encoder                                  encode us        bytes
-  this module (filter None, zlib level 1)  63 / 59 / 94     833 / 742 / 1924
-  cv2.imencode, level 1                    202 / 198 / 257  938 / 813 / 2283
-  PIL Image.save, compress_level 1         181 / 181 / 256  928 / 811 / 2216
-  this module at zlib level 6              147 / 120 / 210  639 / 521 / 1607
-
-  decoder (Breakout)                       decode us
-  cv2.imdecode                             ~80 (~120 on libpng-filtered PNGs)
-  PIL Image.open                           ~135
-  tf.io.decode_png in tf.data, one thread  ~200 per observation
-
 The encoder writes the PNG itself (signature, IHDR, one IDAT, IEND) with
 every row's filter set to None: libpng's adaptive per-row filter search is
 most of what cv2 and PIL spend, and on Atari frames (flat backgrounds,
 repeated sprites) unfiltered rows also deflate smaller. The files are
 ordinary 8-bit greyscale PNGs that any decoder reads. Actors encode every
-step, so encode speed matters most: ~3x faster than cv2/PIL, ~30x smaller
-than raw. Decoding uses cv2.imdecode (fastest measured, reads any PNG); the
-learner decodes with `tf_decode_observation` inside its tf.data pipeline.
+step, so encode speed matters most, and zlib level 1 (the fast end) keeps an
+Atari stack many times smaller than raw. Decoding uses cv2.imdecode (faster
+than PIL on these images, reads any PNG); the learner decodes with
+`tf_decode_observation` inside its tf.data pipeline.
 
 Uniformly random frames do not compress (the PNG is slightly larger than
 raw); the codec is still exact.
@@ -44,10 +30,11 @@ import zlib
 import cv2
 import numpy as np
 
-# Atari frame stack after DQN preprocessing (App. C; apex_facts.md row 23).
+# Atari frame stack after DQN preprocessing (Ape-X App. C; the stack size and
+# resize are not stated there, 4 x 84x84 is the DQN standard: UNVERIFIED).
 ATARI_OBSERVATION_SHAPE = (84, 84, 4)
 
-# zlib level: 1 is the fast end (see the module docstring's measurements).
+# zlib level: 1 is the fast end; actors encode every step (module docstring).
 DEFAULT_COMPRESSION_LEVEL = 1
 
 _PNG_SIGNATURE = b'\x89PNG\r\n\x1a\n'

@@ -1,12 +1,12 @@
 """Atari 2600 games as `dm_env.Environment`s, straight over ale-py.
 
 Why not gym or Acme's `AtariWrapper`: both put several Python layers and
-per-frame allocations between the agent and the emulator. Acme's wrapper
-reaches about a quarter of the bare emulator's frame rate on this machine,
-and the actors of Ape-X and IMPALA are meant to be bound by emulation (and
-inference), not by preprocessing. This module talks to `ale_py.ALEInterface`
-directly and does the papers' preprocessing in a handful of vectorised calls
-on preallocated buffers.
+per-frame allocations between the agent and the emulator, so Acme's wrapper
+loses most of the bare emulator's frame rate, and the actors of Ape-X and
+IMPALA are meant to be bound by emulation (and inference), not by
+preprocessing. This module talks to `ale_py.ALEInterface` directly and does
+the papers' preprocessing in a handful of vectorised calls on preallocated
+buffers.
 
 Preprocessing (Mnih et al. 2015, Methods: preprocessing; the same in Horgan et
 al. 2018 (Ape-X) App. C and Espeholt et al. 2018 (IMPALA) App. G, Table G.1):
@@ -30,26 +30,24 @@ Episode protocol:
 The raw game score is always kept (`episode_raw_return`), whatever the reward
 clipping the agent sees: the papers report raw scores.
 
-Speed (2-core build VM, Pong, inside the stepping loop where the emulator
-keeps the caches cold; `python -m reproductions.benchmarks.env_speed`):
-one agent step of emulation (4 frames) costs ~224 us and this wrapper adds
-~73 us, i.e. ~75% of the bare emulator's frames/s (Acme's AtariWrapper:
-~25%; the same pipeline with `cv2.resize(INTER_AREA)`: ~65%). Where the
-~73 us go, and why:
-  * two `getScreenGrayscale` calls, ~32 us: ALE's palette lookup, one pixel
-    per cycle. Only the last two frames of each action are fetched. This
-    alone caps any Python wrapper of this protocol at ~88%;
-  * max of the two frames (written as float32 in the same pass), ~11 us;
-  * area resize, ~23 us. `cv2.resize(INTER_AREA)` takes OpenCV's generic
-    non-integer-scale path for 210x160 -> 84x84 (~58 us alone), so
-    `_AreaResize` computes the same average as two small float32 products:
-    the box weights repeat every 5 rows (2 output rows) and every 40
-    columns (21 output columns). The result equals OpenCV's except at exact
-    half-way values (about 1 pixel in 10^4), where OpenCV's own float
-    rounding decides either way (tested);
+Speed (README, "Measured performance", has the figures;
+`python -m reproductions.benchmarks.env_speed` measures them): the wrapper
+adds only a fraction of the emulator's own time per agent step. Where that
+time goes, and why:
+  * two `getScreenGrayscale` calls: ALE's palette lookup, one pixel per
+    cycle. Only the last two frames of each action are fetched. This alone
+    is a floor for any Python wrapper of this protocol;
+  * max of the two frames (written as float32 in the same pass);
+  * area resize. `cv2.resize(INTER_AREA)` takes OpenCV's generic
+    non-integer-scale path for 210x160 -> 84x84, slower than the whole rest
+    of the wrapper, so `_AreaResize` computes the same average as two small
+    float32 products: the box weights repeat every 5 rows (2 output rows)
+    and every 40 columns (21 output columns). The result equals OpenCV's
+    except at exact half-way values (about 1 pixel in 10^4), where OpenCV's
+    own float rounding decides either way (tested);
   * fresh HWC observation from a ring of four frame buffers with
-    `cv2.merge`, ~4 us (shifting a stored HWC stack: ~116 us, DESIGN.md);
-  * TimeStep and bookkeeping, ~3 us.
+    `cv2.merge`, far cheaper than shifting a stored HWC stack;
+  * TimeStep and bookkeeping.
 """
 
 import dataclasses
@@ -64,7 +62,7 @@ import numpy as np
 
 import ale_py
 # ale-py >= 0.9 ships the ROMs in a sub-package that `import ale_py` does not
-# load (DESIGN.md, pitfalls): the explicit import is required.
+# load: the explicit import is required.
 from ale_py import roms as ale_roms
 
 # The Atari-57 benchmark (Mnih et al. 2015 used 49 of them; Horgan et al.
@@ -260,11 +258,11 @@ class _AreaResize:
   """Area-average resize of one greyscale frame, as two small BLAS products.
 
   Why not `cv2.resize(INTER_AREA)`: for 210x160 -> 84x84 OpenCV takes its
-  generic non-integer-scale path (~58 us here), a third of the emulator's
-  time per agent step. The box weights are periodic: 210 -> 84 repeats every
-  5 input rows (2 output rows), 160 -> 84 every 40 input columns (21 output
-  columns). So the vertical pass is a batched (2x5)@(5xW) product and the
-  horizontal pass one (rows*W/40 x 40)@(40 x 21) product, about 15 us in all.
+  generic non-integer-scale path, which costs a large share of the
+  emulator's own time per agent step. The box weights are periodic: 210 -> 84
+  repeats every 5 input rows (2 output rows), 160 -> 84 every 40 input
+  columns (21 output columns). So the vertical pass is a batched (2x5)@(5xW)
+  product and the horizontal pass one (rows*W/40 x 40)@(40 x 21) product.
   Float32 is exact enough: the exact average is an integer over 5*40 = 200,
   so a value that is not a tie is at least 1/200 away from a rounding
   boundary, far above float32 error. At exact half-way ties (about 1 pixel in
@@ -314,7 +312,7 @@ class _FramePipeline:
 
   Every buffer is allocated once. The per-step work is built as closures over
   local variables (`observe_pair`, `observe_one`): in CPython a closure
-  variable is cheaper than an attribute lookup, and at ~50 us of overhead per
+  variable is cheaper than an attribute lookup, and with so little work per
   agent step every lookup shows.
   """
 
@@ -324,8 +322,8 @@ class _FramePipeline:
     self.screen_b = np.zeros(raw_shape, np.uint8)  # last frame
     frame_shape = (size, size) if grayscale else (size, size, 3)
     # Ring of frames: after each rotation frames[0] is the oldest. cv2.merge
-    # writes them into a fresh HWC array (~2 us) where shifting a stored HWC
-    # stack would cost ~116 us (DESIGN.md).
+    # writes them into a fresh HWC array in one pass, far cheaper than
+    # shifting a stored HWC stack by one frame.
     frames = [np.zeros(frame_shape, np.uint8) for _ in range(stack)]
     self._frames = frames
     screen_a, screen_b = self.screen_a, self.screen_b

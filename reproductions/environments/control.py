@@ -9,11 +9,11 @@ critic and actor, Ape-X App. D) take one vector, so the entries are flattened
 and concatenated in the suite's order and cast to float32 (the networks'
 dtype; halves replay memory).
 
-Deviation (also in DESIGN.md): Ape-X App. D reports |A| = 2 and |O| = 37 for
-its manipulator task; dm_control 1.0.50's
-`manipulator/bring_ball` has |A| = 5 and |O| = 44. The suite's task changed
-since 2018 and the 2018 version is not available, so the current one is used.
-Humanoid (|A| = 21, |O| = 67) matches App. D.
+Deviation (also in the README, "Deviations from the papers"): Ape-X App. D
+reports |A| = 2 and |O| = 37 for its manipulator task; dm_control 1.0.50's
+`manipulator/bring_ball` has |A| = 5 and |O| = 44. The suite's task differs
+from the 2018 one and that version is not available, so the current one is
+used. Humanoid (|A| = 21, |O| = 67) matches App. D.
 """
 
 import os
