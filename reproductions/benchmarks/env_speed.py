@@ -19,7 +19,9 @@ Emulator frames are read from ALE's own counter (getFrameNumber), so frames
 lost at game over or spent in resets are counted exactly as the emulator ran
 them. The machine is shared and drifts, so the configurations alternate for
 --rounds rounds of --seconds/--rounds each, and every ratio is taken within
-one round before the median across rounds is reported.
+one round before the median across rounds is reported. `measure` with one
+round is also the program benchmarks' bare-environment limit
+(bare_limits.bare_environment).
 
 Output: a table, then one JSON line with absolute figures and ratios.
 """
@@ -28,7 +30,7 @@ import argparse
 import json
 import statistics
 import time
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List, Sequence
 
 import dm_env
 from dm_env import specs
@@ -82,26 +84,32 @@ def _bare_runner(game: str, seed: int) -> _Runner:
   return _Runner('bare', run)
 
 
-def _ours_runner(game: str, seed: int) -> _Runner:
-  env = atari.make_atari(game, seed=seed)
-  num_actions = env.action_spec().num_values
-  rng = np.random.default_rng(seed)
-  actions = [int(i) for i in rng.integers(num_actions, size=1024)]
-  env.reset()
+def _agent_runner(name: str, step: Callable[[int], object],
+                  actions: Sequence[int],
+                  frame_number: Callable[[], int]) -> _Runner:
+  """Steps `actions` round after round; frames from ALE's own counter."""
 
   def run(seconds: float):
-    frames0 = env.ale.getFrameNumber()
+    frames0 = frame_number()
     steps = 0
-    step = env.step
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
       for action in actions:
         step(action)  # Steps after LAST reset by themselves (dm_env).
       steps += len(actions)
     elapsed = time.perf_counter() - start
-    return steps, env.ale.getFrameNumber() - frames0, elapsed
+    return steps, frame_number() - frames0, elapsed
 
-  return _Runner('ours', run)
+  return _Runner(name, run)
+
+
+def _ours_runner(game: str, seed: int) -> _Runner:
+  env = atari.make_atari(game, seed=seed)
+  num_actions = env.action_spec().num_values
+  rng = np.random.default_rng(seed)
+  actions = [int(i) for i in rng.integers(num_actions, size=1024)]
+  env.reset()
+  return _agent_runner('ours', env.step, actions, env.ale.getFrameNumber)
 
 
 class _PerFrameAle(dm_env.Environment):
@@ -155,19 +163,51 @@ def _acme_runner(game: str, seed: int) -> _Runner:
   rng = np.random.default_rng(seed)
   actions = [int(i) for i in rng.integers(num_actions, size=1024)]
   env.reset()
+  return _agent_runner('acme', env.step, actions[:256],
+                       base.ale.getFrameNumber)
 
-  def run(seconds: float):
-    frames0 = base.ale.getFrameNumber()
-    steps = 0
-    start = time.perf_counter()
-    while time.perf_counter() - start < seconds:
-      for action in actions[:256]:
-        env.step(action)
-      steps += 256
-    elapsed = time.perf_counter() - start
-    return steps, base.ale.getFrameNumber() - frames0, elapsed
 
-  return _Runner('acme', run)
+def measure(game: str, seconds: float, rounds: int = 3, seed: int = 0,
+            with_acme: bool = False) -> Dict[str, Dict[str, Any]]:
+  """Per configuration: medians over `rounds` alternating rounds.
+
+  Args:
+    game: an Atari game (reproductions.environments.atari).
+    seconds: measured time per configuration, all rounds together.
+    rounds: how many times the configurations alternate.
+    seed: of the emulators and the drawn actions.
+    with_acme: also Acme's AtariWrapper.
+
+  Returns:
+    {'bare' | 'ours' | 'acme': {'agent_steps_per_s', 'frames_per_s',
+    'frames_ratio_to_bare', 'per_round_ratios'}}, in that order, unrounded.
+  """
+  atari.validate_game(game)
+  runners = [_bare_runner(game, seed), _ours_runner(game, seed)]
+  if with_acme:
+    runners.append(_acme_runner(game, seed))
+  per_round = seconds / rounds
+  for runner in runners:  # Warm-up: caches, lazy imports, first episode.
+    runner.run(min(0.3, per_round))
+
+  rates = {r.name: {'steps_per_s': [], 'frames_per_s': []} for r in runners}
+  ratios = {r.name: [] for r in runners}
+  for _ in range(rounds):
+    bare_fps = None
+    for runner in runners:
+      steps, frames, elapsed = runner.run(per_round)
+      fps = frames / elapsed
+      rates[runner.name]['steps_per_s'].append(steps / elapsed)
+      rates[runner.name]['frames_per_s'].append(fps)
+      if runner.name == 'bare':
+        bare_fps = fps
+      ratios[runner.name].append(fps / bare_fps)
+  return {
+      name: {'agent_steps_per_s': statistics.median(rate['steps_per_s']),
+             'frames_per_s': statistics.median(rate['frames_per_s']),
+             'frames_ratio_to_bare': statistics.median(ratios[name]),
+             'per_round_ratios': ratios[name]}
+      for name, rate in rates.items()}
 
 
 def main(argv=None) -> Dict[str, object]:
@@ -179,47 +219,25 @@ def main(argv=None) -> Dict[str, object]:
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument('--with_acme', action='store_true')
   args = parser.parse_args(argv)
-  atari.validate_game(args.game)
 
-  runners = [_bare_runner(args.game, args.seed),
-             _ours_runner(args.game, args.seed)]
-  if args.with_acme:
-    runners.append(_acme_runner(args.game, args.seed))
-  per_round = args.seconds / args.rounds
-  for runner in runners:  # Warm-up: caches, lazy imports, first episode.
-    runner.run(min(0.3, per_round))
-
-  rates = {r.name: {'steps_per_s': [], 'frames_per_s': []} for r in runners}
-  ratios = {r.name: [] for r in runners}
-  for _ in range(args.rounds):
-    bare_fps = None
-    for runner in runners:
-      steps, frames, elapsed = runner.run(per_round)
-      fps = frames / elapsed
-      rates[runner.name]['steps_per_s'].append(steps / elapsed)
-      rates[runner.name]['frames_per_s'].append(fps)
-      if runner.name == 'bare':
-        bare_fps = fps
-      ratios[runner.name].append(fps / bare_fps)
-
+  figures = measure(args.game, args.seconds, args.rounds, args.seed,
+                    args.with_acme)
   result = {'game': args.game, 'seconds': args.seconds,
             'rounds': args.rounds}
   print(f'{args.game}: median of {args.rounds} alternating rounds of '
-        f'{per_round:.1f} s each')
+        f'{args.seconds / args.rounds:.1f} s each')
   print(f'{"config":8s} {"agent steps/s":>14s} {"frames/s":>10s} '
         f'{"vs bare":>8s}  per-round ratios')
-  for runner in runners:
-    steps_per_s = statistics.median(rates[runner.name]['steps_per_s'])
-    frames_per_s = statistics.median(rates[runner.name]['frames_per_s'])
-    ratio = statistics.median(ratios[runner.name])
-    print(f'{runner.name:8s} {steps_per_s:14.0f} {frames_per_s:10.0f} '
-          f'{ratio:8.3f}  '
-          + ' '.join(f'{x:.3f}' for x in ratios[runner.name]))
-    result[runner.name] = {
-        'agent_steps_per_s': round(steps_per_s, 1),
-        'frames_per_s': round(frames_per_s, 1),
-        'frames_ratio_to_bare': round(ratio, 4),
-        'per_round_ratios': [round(x, 4) for x in ratios[runner.name]],
+  for name, config in figures.items():
+    print(f'{name:8s} {config["agent_steps_per_s"]:14.0f} '
+          f'{config["frames_per_s"]:10.0f} '
+          f'{config["frames_ratio_to_bare"]:8.3f}  '
+          + ' '.join(f'{x:.3f}' for x in config['per_round_ratios']))
+    result[name] = {
+        'agent_steps_per_s': round(config['agent_steps_per_s'], 1),
+        'frames_per_s': round(config['frames_per_s'], 1),
+        'frames_ratio_to_bare': round(config['frames_ratio_to_bare'], 4),
+        'per_round_ratios': [round(x, 4) for x in config['per_round_ratios']],
     }
   print(json.dumps(result))
   return result

@@ -2,8 +2,7 @@ r"""IMPALA throughput and memory on this machine, each against its limit.
 
   python -m reproductions.benchmarks.impala_speed --game pong   # ~10 min
   python -m reproductions.benchmarks.impala_speed --quick       # ~4 min
-  python -m reproductions.benchmarks.impala_speed \
-      --acme_kit /work/shared/bench/acme_baseline                # +4 min
+  python -m reproductions.benchmarks.impala_speed --acme_kit KIT  # +4 min
   python -m reproductions.benchmarks.impala_speed --placement   # +7 min
   python -m reproductions.benchmarks.impala_speed --dyn_batch   # +2.5 min
 
@@ -12,7 +11,7 @@ measured in the same invocation:
 
   bare environment   our Atari environment and bare ale_py, alone, on the
                      actors' core (frames/s): the ceiling for actor frames/s
-                     (apex_dqn_speed.bare_environment);
+                     (common.bare_environment);
   bare train step    the learner's own step (ImpalaLearner.step(): V-trace
                      loss, gradients, RMSProp, one compiled tf.function) on one
                      constant in-memory batch of the queue's Trajectory
@@ -21,18 +20,23 @@ measured in the same invocation:
                      no decompression), on the learner's core with one TF
                      thread, XLA off and on (the XLA effect): steps/s,
                      agent-steps/s (batch x unroll x steps/s) and frames/s
-                     (x 4 action repeats). The ceiling for the learner;
+                     (x 4 action repeats). The ceiling for the learner. Each
+                     limit runs in a process of its own, pinned and with a
+                     fresh TF runtime (bare_limits.py);
   program runs       the real Launchpad program (launch_programs.impala,
                      local_mp, `--set network=shallow`), evaluator off, for 1,
-                     2 and 4 actors of `--environments_per_actor` (default 8,
-                     the local profile's) environments each; with
-                     --placement also 4 x 1 (the Acme kit's layout), 8 x 1 and
-                     1 x 8 environments (one process per environment vs
-                     batched inference in one process); with --dyn_batch
-                     also 4 x 8 with central inference (`--set
+                     2 and 4 actor processes of `--environments_per_actor`
+                     (default 8, the local profile's) environments each: the
+                     program's `--num_actors` counts environments (the
+                     paper's actors, one environment each) and
+                     `--actors_per_node` is the environments per process;
+                     with --placement also 4 x 1 (the Acme kit's layout),
+                     8 x 1 and 1 x 8 environments (one process per
+                     environment vs batched inference in one process); with
+                     --dyn_batch also 4 x 8 with central inference (`--set
                      central_inference=True`: Table 1's "dyn. batch", every
-                     forward pass batched across actors by an inference
-                     node on core 1).
+                     forward pass batched across actors by an inference node
+                     on core 1).
 
 Each program run is bounded at `--startup` (45) + `--seconds` (75) seconds
 from its supervisor's start: on 2 cores the learner's first step comes 30-60 s
@@ -54,23 +58,24 @@ counter every second):
                          counts from its lp.launch() call, about 5 s later,
                          at a 3 s resolution.)
   RSS                    each node's peak resident set, sampled every second
-                         with psutil (apex_dqn_speed.MemorySampler);
+                         with psutil (common.MemorySampler);
   cores                  CPU seconds per wall second of the learner, of all
                          actors together and of the rest (queue, counter,
                          supervisor), in the steady window (psutil, 1 s).
   Each program's output is kept in <runs_root>/<run>.log (runs_root is in the
   JSON line).
 
-Side by side with Acme: the kit in /work/shared/bench/acme_baseline runs
-Acme 0.4.0's own IMPALA (4 actors of one environment, batch 16 x unroll 20,
-a 100k-item queue that never blocks its actors, TF default threads, no
-pinning). `--acme_kit DIR` runs it in this invocation (`run_distributed.sh
-impala_b16_u20_a4 --agent impala --num_actors 4 --batch_size 16 --duration
-150`, about 4 min) and prints ours / Acme for actor frames/s (target >= 5x),
-learner agent-steps/s (target >= 5x) and launch to first learner step
-(target <= 20 s); without it the Acme column is the kit README's reference
-figures (same 2-core machine, single runs, not measured now), as ranges;
-a target counts as met against the higher end of a range.
+Side by side with Acme: the Acme baseline kit (pass its folder with
+--acme_kit) runs Acme 0.4.0's own IMPALA (4 actors of one environment, batch
+16 x unroll 20, a 100k-item queue that never blocks its actors, TF default
+threads, no pinning). With `--acme_kit` it runs in this invocation
+(`run_distributed.sh impala_b16_u20_a4 --agent impala --num_actors 4
+--batch_size 16 --duration 150`, about 4 min) and the tables print ours /
+Acme for actor frames/s (target >= 5x), learner agent-steps/s (target >= 5x)
+and launch to first learner step (target <= 20 s); without it the Acme
+column is the kit README's reference figures (same 2-core machine, single
+runs, not measured now), as ranges; a target counts as met against the
+higher end of a range.
 
 CPU budget (stated, as the figures depend on it): the learner process is
 pinned to core 0 and runs one TF thread (intra- and inter-op); queue
@@ -84,29 +89,16 @@ that fails (e.g. the learner never steps) is reported with its log, the others
 still run, and the exit status is 1.
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import psutil
-
-from reproductions.benchmarks import apex_dqn_speed
-# Shared machinery of the Ape-X benchmark, imported rather than copied. The
-# underscored ones are private there (to be made public).
-from reproductions.benchmarks.apex_dqn_speed import read_figures
-from reproductions.benchmarks.apex_dqn_speed import fmt
-from reproductions.benchmarks.apex_dqn_speed import MemorySampler
-from reproductions.benchmarks.apex_dqn_speed import node_title
-from reproductions.benchmarks.apex_dqn_speed import ROOT
-from reproductions.benchmarks.apex_dqn_speed import run_python
-
-bare_environment = apex_dqn_speed.bare_environment
+from reproductions.benchmarks import bare_limits
+from reproductions.benchmarks import common
+from reproductions.benchmarks.common import fmt
 
 UNROLL = 20          # Table G.1; the program's default.
 FRAMES_PER_STEP = 4  # Atari action repeats.
@@ -131,182 +123,69 @@ TARGETS = (('actor_frames_per_s', 'ratio', 5.0),
 
 # --- Bare train step, in its own pinned subprocess. -------------------------
 
-_BARE_STEP = r'''
-import json, time
-import numpy as np, tensorflow as tf, tree
-tf.config.threading.set_intra_op_parallelism_threads(1)
-tf.config.threading.set_inter_op_parallelism_threads(1)
-from agents.impala import actor as actor_lib, config as config_lib, learning
-from agents.impala import queue
-from networks import impala as impala_networks
-config = config_lib.ImpalaConfig.local(network={network!r}, batch_size={batch},
-                                       unroll_length={unroll}, use_xla={xla})
-environment = actor_lib.make_environment('atari/{game}', config, seed=0)
-num_actions = int(environment.action_spec().num_values)
-network = impala_networks.make_network_from_config(config, num_actions)
-signature = queue.trajectory_signature(
-    environment.observation_spec(), num_actions, config.unroll_length,
-    impala_networks.core_state_spec(network))
-rng = np.random.default_rng(0)
-b, t = {batch}, {unroll} + 1
-def draw(spec, low=0, high=256):
-  shape = (b,) + tuple(spec.shape)
-  dtype = spec.dtype.as_numpy_dtype
-  if spec.dtype == tf.uint8 or spec.dtype.is_integer:
-    return rng.integers(low, high, shape).astype(dtype)
-  return rng.normal(size=shape).astype(dtype)
-first = rng.random((b, t)) < 0.005  # Pong episodes (life loss) are long.
-first[:, 0] = rng.random(b) < 0.1
-batch = queue.Trajectory(
-    observation=draw(signature.observation),
-    first=first,
-    last_action=draw(signature.last_action, 0, num_actions),
-    last_reward=rng.choice(np.float32([-1, 0, 0, 0, 0, 0, 0, 0, 1]), (b, t)),
-    discount=np.where(first, 0.0, 1.0).astype(np.float32),
-    behaviour_logits=draw(signature.behaviour_logits),
-    core_state=tree.map_structure(draw, signature.core_state))
-learner = learning.ImpalaLearner(
-    network, dataset=tf.data.Dataset.from_tensors(batch).repeat(),
-    config=config, signature=signature)
-compile_start = time.perf_counter()
-learner.step()
-compile_s = time.perf_counter() - compile_start
-for _ in range(2): learner.step()
-start, n = time.perf_counter(), 0
-while time.perf_counter() - start < {seconds}:
-  learner.step(); n += 1
-steps = n / (time.perf_counter() - start)
-print(json.dumps({{'steps_per_s': steps, 'agent_steps_per_s': steps * b * {unroll},
-                  'frames_per_s': steps * b * {unroll} * config.action_repeat,
-                  'steps': n, 'first_step_s': compile_s}}))
-'''
 
-
-def bare_train_step(batch: int, xla: bool, seconds: float, cpu: int,
-                    game: str = 'pong', network: str = 'shallow',
+def bare_train_step(batch: int, xla: bool, seconds: float,
+                    cpu: int = common.LEARNER_CPU, game: str = 'pong',
+                    network: str = 'shallow',
                     unroll: int = UNROLL) -> Dict[str, float]:
-  return run_python(
-      _BARE_STEP.format(batch=batch, xla=xla, seconds=seconds, game=game,
-                        network=network, unroll=unroll), [cpu],
-      timeout_s=seconds + 300)
+  return common.run_pinned(bare_limits.bare_impala_step, [cpu],
+                           timeout_s=seconds + 300, batch=batch, xla=xla,
+                           seconds=seconds, game=game, network=network,
+                           unroll=unroll)
 
 
 # --- Program runs. ---------------------------------------------------------
 
 
-class _CpuSampler(threading.Thread):
-  """CPU seconds of each node of a program's process tree, every second."""
-
-  def __init__(self, root_pid: int):
-    super().__init__(daemon=True)
-    self._root = psutil.Process(root_pid)
-    self._stop = threading.Event()
-    # pid -> (node title, [(unix time, CPU seconds), ...]).
-    self._samples: Dict[int, Tuple[str, List[Tuple[float, float]]]] = {}
-
-  def run(self):
-    while not self._stop.wait(1.0):
-      try:
-        children = self._root.children(recursive=True)
-      except psutil.Error:
-        return
-      now = time.time()
-      for child in children:
-        try:
-          if not any(p.endswith('process_entry.py') for p in child.cmdline()):
-            continue
-          title = node_title(child)
-          if title is None:  # Launchpad's output wrapper, not a node
-            continue
-          times = child.cpu_times()
-        except psutil.Error:
-          continue
-        self._samples.setdefault(child.pid, (title, []))[1].append(
-            (now, times.user + times.system))
-
-  def stop(self):
-    self._stop.set()
-
-  def cores_used(self, start: float, end: float) -> Dict[str, float]:
-    """Per node: CPU seconds over wall seconds between `start` and `end`."""
-    cores: Dict[str, float] = {}
-    for title, samples in self._samples.values():
-      inside = [s for s in samples if start - 0.5 <= s[0] <= end + 0.5]
-      if len(inside) < 2 or inside[-1][0] - inside[0][0] < 1.0:
-        continue
-      (t0, c0), (t1, c1) = inside[0], inside[-1]
-      cores[title] = round(cores.get(title, 0.0) + (c1 - c0) / (t1 - t0), 3)
-    return dict(sorted(cores.items()))
-
-
-def run_program(name: str, runs_root: str, num_actors: int,
+def run_program(name: str, runs_root: str, actor_processes: int,
                 environments_per_actor: int, seconds: float, batch: int,
                 game: str, skip_s: float, startup_s: float = 45.0,
                 network: str = 'shallow', xla: bool = False,
                 extra: Sequence[str] = ()) -> Dict[str, Any]:
   """Runs the IMPALA program and reads its figures back.
 
+  `actor_processes` actor nodes of `environments_per_actor` environments
+  each: the program's `--num_actors` counts environments (the paper's
+  actors), `--actors_per_node` how many one node steps together.
+
   The program's own bound is `startup_s + seconds` from its supervisor's
   start: on 2 cores the learner's first step comes 30-60 s after launch, so
   that about `seconds` (less `skip_s`) of learning are measured. The
   program's output is kept in `<runs_root>/<name>.log`.
   """
-  from reproductions import run_records  # pylint: disable=g-import-not-at-top
-  args = [sys.executable, '-m', 'launch_programs.impala',
-          '--environment', f'atari/{game}', '--num_actors', str(num_actors),
-          '--no_evaluator', '--minutes', str((startup_s + seconds) / 60.0),
-          '--learner_cpus', '0', '--other_cpus', '1',
-          '--report_period_s', '1',
-          '--set', f'network={network}',
-          '--set', f'environments_per_actor={environments_per_actor}',
-          '--set', f'batch_size={batch}', '--set', f'use_xla={xla}',
-          '--runs_root', runs_root, '--run_id', name, *extra]
-  env = dict(os.environ, PYTHONPATH=ROOT)
-  launched = time.time()
-  process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, start_new_session=True)
-  sampler = MemorySampler(process.pid)
-  cpu = _CpuSampler(process.pid)
-  sampler.start()
-  cpu.start()
+  flags = common.program_flags(
+      game, actor_processes * environments_per_actor, environments_per_actor,
+      (startup_s + seconds) / 60.0, runs_root, name)
+  flags += ['--set', f'network={network}', '--set', f'batch_size={batch}',
+            '--set', f'use_xla={xla}', *extra]
+  run = common.launch('launch_programs.impala', flags,
+                      os.path.join(runs_root, name),
+                      timeout_s=startup_s + seconds + 240,
+                      log_path=os.path.join(runs_root, f'{name}.log'))
+  if run.returncode != 0 or not isinstance(run.summary.get('nodes'), dict):
+    raise RuntimeError(f'{name} failed (rc {run.returncode}):\n'
+                       f'{run.output[-4000:]}')
   try:
-    output, _ = process.communicate(timeout=startup_s + seconds + 240)
-  except subprocess.TimeoutExpired:
-    os.killpg(process.pid, 9)
-    output, _ = process.communicate()
-  sampler.stop()
-  cpu.stop()
-  try:  # nothing of the program may outlive it
-    os.killpg(process.pid, 9)
-  except ProcessLookupError:
-    pass
-  text = output.decode(errors='replace')
-  with open(os.path.join(runs_root, f'{name}.log'), 'w') as f:
-    f.write(text)
-  record = run_records.RunRecord(os.path.join(runs_root, name))
-  summary = record.read_summary() or {}
-  if process.returncode != 0 or not isinstance(summary.get('nodes'), dict):
-    raise RuntimeError(f'{name} failed (rc {process.returncode}):\n'
-                       f'{text[-4000:]}')
-  try:
-    figures = read_figures(record, summary, sampler, launched, skip_s, batch)
+    figures = common.read_figures(run.record, run.summary, run.memory,
+                                  run.launched, skip_s, batch)
     if figures['window_s'] < 10.0 and skip_s > 0:  # too short: whole run
-      figures = read_figures(record, summary, sampler, launched, 0.0, batch)
+      figures = common.read_figures(run.record, run.summary, run.memory,
+                                    run.launched, 0.0, batch)
       figures['window_note'] = 'from the first learner step (skip dropped)'
   except RuntimeError as error:
-    raise RuntimeError(f'{name}: {error}:\n{text[-4000:]}')
-  stepping = [r for r in record.read_metrics('supervisor')
+    raise RuntimeError(f'{name}: {error}:\n{run.output[-4000:]}')
+  stepping = [r for r in run.record.read_metrics('supervisor')
               if (r.get('learner_steps') or 0) > 0 and r.get('unix_time')]
   window_end = float(stepping[-1]['unix_time'])
-  cores = cpu.cores_used(window_end - figures['window_s'], window_end)
-  return _impala_figures(figures, summary, cores, batch,
+  cores = run.cpu.cores_used(window_end - figures['window_s'], window_end)
+  return _impala_figures(figures, run.summary, cores, batch,
                          environments_per_actor)
 
 
 def _impala_figures(figures: Dict[str, Any], summary: Dict[str, Any],
                     cores: Dict[str, float], batch: int,
                     environments_per_actor: int) -> Dict[str, Any]:
-  """Ape-X's figures, in IMPALA's terms (agent steps, queue, environments)."""
+  """common.read_figures' figures in IMPALA's terms (agent steps, queue)."""
   # Ape-X's replay counters do not exist here: the learner reports the queue.
   for key in ('replay_inserts_per_s', 'replay_samples_per_s',
               'learner_samples_per_s'):
@@ -397,7 +276,8 @@ def run_acme_kit(kit_dir: str, duration_s: float = 150.0,
   return result
 
 
-def _acme_range(acme: Dict[str, Any], key: str) -> Optional[Tuple[float, float]]:
+def _acme_range(acme: Dict[str, Any],
+                key: str) -> Optional[Tuple[float, float]]:
   value = acme.get(key)
   if value is None:
     return None
@@ -441,7 +321,8 @@ def _table(runs: Dict[str, Dict[str, Any]], bare_fps: float,
   print('| run | actors x envs | actor frames/s | per actor | vs bare env | '
         'learner steps/s | agent-steps/s | learner frames/s | vs bare step | '
         'consumed | queue at end | launch to 1st step s | learner cores | '
-        'actor cores | other cores | learner RSS MB | actor node RSS MB | total RSS MB |')
+        'actor cores | other cores | learner RSS MB | actor node RSS MB | '
+        'total RSS MB |')
   print('|' + '---|' * 18)
   for name, run in runs.items():
     step = bare_step.get(f'b{run["batch_size"]}_xla0')
@@ -500,24 +381,21 @@ def _comparison_table(results: Dict[str, Any]) -> None:
 
 
 def main(argv=None) -> Dict[str, Any]:
-  parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-  parser.add_argument('--game', default='pong')
+  parser = common.argument_parser(
+      __doc__, 'learning seconds of each program run: its bound is --startup '
+      '+ --seconds from its supervisor\'s start')
   parser.add_argument('--network', default='shallow',
                       choices=('shallow', 'deep'))
-  parser.add_argument('--seconds', type=float, default=75.0,
-                      help='learning seconds of each program run: its bound '
-                           'is --startup + --seconds from its supervisor\'s '
-                           'start')
   parser.add_argument('--startup', type=float, default=45.0,
                       help='seconds added to each program run\'s bound for '
                            'the start-up before the first learner step')
-  parser.add_argument('--skip', type=float, default=15.0,
-                      help='seconds after the first learner step not measured')
   parser.add_argument('--batch_size', type=int, default=32,
                       help='learner batch (32: Table G.1)')
   parser.add_argument('--environments_per_actor', type=int, default=8,
-                      help='environments per actor node, batched inference '
-                           '(8: the local profile\'s)')
+                      help='environments per actor process, batched '
+                           'inference (8: the local profile\'s); the '
+                           'program\'s --actors_per_node, its --num_actors '
+                           'being actor processes x this')
   parser.add_argument('--quick', action='store_true',
                       help='4 actors only, shorter bare measurements')
   parser.add_argument('--dyn_batch', action='store_true',
@@ -532,9 +410,7 @@ def main(argv=None) -> Dict[str, Any]:
                       help='--duration of the Acme kit run')
   parser.add_argument('--out', default=None, help='also write the JSON here')
   args = parser.parse_args(argv)
-  if len(os.sched_getaffinity(0)) < 2:
-    parser.error('needs at least 2 cores: one for the learner, one for the '
-                 'rest')
+  common.require_cores(parser)
   if args.acme_kit and not os.path.exists(
       os.path.join(args.acme_kit, 'run_distributed.sh')):
     parser.error(f'--acme_kit {args.acme_kit}: no run_distributed.sh there')
@@ -548,12 +424,11 @@ def main(argv=None) -> Dict[str, Any]:
   bare_env_s, bare_step_s = (5.0, 10.0) if args.quick else (10.0, 20.0)
 
   print(f'[bench] bare environment on core 1 ({args.game})', flush=True)
-  results['bare_env'] = bare_environment(args.game, bare_env_s, cpu=1)
+  results['bare_env'] = common.bare_environment(args.game, bare_env_s)
   print(f'[bench] bare train step on core 0 ({args.network}, batch {b} x '
         f'unroll {UNROLL}, XLA off and on)', flush=True)
   results['bare_step'] = {
-      f'b{b}_xla{int(x)}': bare_train_step(b, x, bare_step_s, cpu=0,
-                                           game=args.game,
+      f'b{b}_xla{int(x)}': bare_train_step(b, x, bare_step_s, game=args.game,
                                            network=args.network)
       for x in (False, True)}
   bare_fps = results['bare_env']['ours_frames_per_s']
@@ -606,8 +481,7 @@ def main(argv=None) -> Dict[str, Any]:
 
   print()
   print(f'IMPALA ({args.network}) on {args.game}; {results["cpu_budget"]}')
-  print(f'bare environment: ours {bare_fps:,.0f} frames/s, bare ale_py '
-        f'{results["bare_env"]["bare_frames_per_s"]:,.0f} frames/s')
+  print(common.bare_environment_line(results['bare_env']))
   off = results['bare_step'][f'b{b}_xla0']['steps_per_s']
   for key, value in results['bare_step'].items():
     print(f'bare train step {key} (batch {b} x unroll {UNROLL}): '
@@ -617,11 +491,10 @@ def main(argv=None) -> Dict[str, Any]:
           f'({value["steps_per_s"] / off:.2f}x XLA off; first step '
           f'{value["first_step_s"]:.1f} s)')
   low, high = ACME_REFERENCE['bare_step_agent_steps_per_s']
+  ours = results['bare_step'][f'b{b}_xla0']['agent_steps_per_s']
   print(f'(Acme\'s IMPALA bare learner step, kit README, batch 16 x unroll 20, '
         f'TF default threads on both cores: {low:.0f}–{high:.0f} '
-        f'agent-steps/s; ours above: '
-        f'{results["bare_step"][f"b{b}_xla0"]["agent_steps_per_s"] / high:.2f}'
-        f'–{results["bare_step"][f"b{b}_xla0"]["agent_steps_per_s"] / low:.2f}'
+        f'agent-steps/s; ours above: {ours / high:.2f}–{ours / low:.2f}'
         'x of it on one core)')
   print()
   _table(measured, bare_fps, results['bare_step'])
@@ -632,11 +505,7 @@ def main(argv=None) -> Dict[str, Any]:
   if results['comparison']:
     print()
     _comparison_table(results)
-  line = json.dumps(results, default=float)
-  print(line)
-  if args.out:
-    with open(args.out, 'w') as f:
-      f.write(line + '\n')
+  common.write_json(results, args.out)
   return results
 
 
