@@ -72,9 +72,13 @@ class DistributedLearner:
     """One update; its metrics, or None when a stop came first."""
     raise NotImplementedError
 
+  def _updating(self):
+    """Context for anything that writes the variables (the parameter
+    service serves no fetch meanwhile; agents/parameters.py)."""
+    return self._parameters.updating()
+
   def _after_update(self, metrics: Dict[str, Any]) -> None:
-    """Publishes the new parameters, counts the step, logs its metrics."""
-    self._parameters.publish()
+    """Counts the step and logs its metrics."""
     if self._counter is not None:
       self._counter_increments.increment(learner_steps=1)
     if self._logger is not None:

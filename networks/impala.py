@@ -362,7 +362,7 @@ def create_variables(network: ImpalaNetwork, observation_spec: Any) -> None:
   network(inputs, network.initial_state(1))
 
 
-def make_policy_step(network: ImpalaNetwork, use_xla: bool = False,
+def make_policy_step(network: ImpalaNetwork, jit_compile: bool = False,
                      input_signature: Optional[Sequence[Any]] = None
                      ) -> Callable[..., Tuple[tf.Tensor, Any]]:
   """One compiled acting step: (observation, first, last_action, last_reward,
@@ -374,7 +374,7 @@ def make_policy_step(network: ImpalaNetwork, use_xla: bool = False,
   slow tracing.
   """
 
-  @tf.function(jit_compile=use_xla, autograph=False,
+  @tf.function(jit_compile=jit_compile, autograph=False,
                input_signature=input_signature)
   def policy_step(observation, first, last_action, last_reward, state):
     outputs, next_state = network(

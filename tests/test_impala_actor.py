@@ -100,7 +100,7 @@ class ChangingSource:
 def _config(**overrides):
   settings = dict(network='mlp', mlp_sizes=(8,), use_lstm=False, lstm_size=5,
                   unroll_length=UNROLL, batch_size=2, queue_capacity=64,
-                  action_repeat=1, use_xla=False)
+                  action_repeat=1, jit_compile=False)
   settings.update(overrides)
   return config_lib.ImpalaConfig.local(**settings)
 

@@ -29,7 +29,7 @@ FEATURES = 4
 def _config(**overrides):
   settings = dict(network='mlp', mlp_sizes=(8,), use_lstm=True, lstm_size=5,
                   unroll_length=UNROLL, batch_size=2, queue_capacity=64,
-                  action_repeat=1, use_xla=False, central_inference=True,
+                  action_repeat=1, jit_compile=False, central_inference=True,
                   num_actors=6,
                   inference_timeout_ms=500.0)
   settings.update(overrides)

@@ -34,7 +34,7 @@ BATCH = 2
 def _config(**overrides):
   settings = dict(network='mlp', mlp_sizes=(8,), use_lstm=True, lstm_size=6,
                   unroll_length=UNROLL, batch_size=BATCH, queue_capacity=4,
-                  action_repeat=4, use_xla=False, total_frames=10**6)
+                  action_repeat=4, jit_compile=False, total_frames=10**6)
   settings.update(overrides)
   return config_lib.ImpalaConfig.local(**settings)
 
@@ -179,7 +179,7 @@ def test_config_paper_values():
   assert (c.learning_rate, c.rmsprop_epsilon, c.rmsprop_momentum,
           c.rmsprop_decay) == (0.0006, 0.01, 0.0, 0.99)
   assert c.max_gradient_norm == 40.0 and c.reward_clipping == 'abs_one'
-  assert c.num_actors == 48 and c.use_xla and not c.use_lstm
+  assert c.num_actors == 48 and c.jit_compile and not c.use_lstm
   assert c.correction == 'vtrace' and c.replay_proportion == 0.0
   assert c.frames_per_learner_step == 32 * 20 * 4
   assert [config_lib.ImpalaConfig.paper_distributed(n).num_actors
@@ -325,8 +325,8 @@ def test_checkpoint_round_trip_restores_network_optimizer_and_counters(
 def test_xla_and_plain_tf_function_agree(use_lstm):
   results = []
   initial = None
-  for use_xla in (False, True):
-    config = _config(use_xla=use_xla, use_lstm=use_lstm)
+  for jit_compile in (False, True):
+    config = _config(jit_compile=jit_compile, use_lstm=use_lstm)
     network = impala_networks.make_network_from_config(config, NUM_ACTIONS)
     impala_networks.create_variables(network,
                                      tf.TensorSpec([FEATURES], tf.float32))

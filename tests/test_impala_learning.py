@@ -67,7 +67,7 @@ def test_impala_learns_catch(use_lstm, replay_proportion):
   config = config_lib.ImpalaConfig.local(
       network='mlp', mlp_sizes=(64,), batch_size=16, queue_capacity=16,
       action_repeat=1, learning_rate=0.006, total_frames=10**7,
-      num_actors=16, use_xla=False, use_lstm=use_lstm,
+      num_actors=16, jit_compile=False, use_lstm=use_lstm,
       lstm_size=64, replay_proportion=replay_proportion,
       replay_capacity=1000)
   environment = actor_lib.make_environment('catch', config, seed=0)

@@ -44,12 +44,12 @@ def test_concurrent_fetches_see_whole_versions_only():
   fetcher = threading.Thread(target=fetch, daemon=True)
   fetcher.start()
   for step in range(1, STEPS + 1):
-    for variable in variables:  # a half-applied update lasts a while
-      variable.assign(np.full(3, step, np.float32))
-      time.sleep(0.001)
-    version.assign(step)
-    service.publish()
-  service.publish()
+    with service.updating():
+      for variable in variables:  # a half-applied update lasts a while
+        variable.assign(np.full(3, step, np.float32))
+        time.sleep(0.001)
+      version.assign(step)
+    time.sleep(0.001)
   done.set()
   fetcher.join(timeout=10)
   assert fetched
@@ -61,20 +61,35 @@ def test_concurrent_fetches_see_whole_versions_only():
   assert all((p == STEPS).all() for p in policy)
 
 
-def test_a_fetch_gets_the_latest_published_step():
+def test_a_fetch_never_waits_and_copies_only_after_a_change():
   variables = [tf.Variable(1.0)]
   version = tf.Variable(0, dtype=tf.int64)
   service = _service(variables, version)
-  with pytest.raises(RuntimeError, match='no parameters published'):
-    service.get_variables(['policy'])
   service.publish()
-  variables[0].assign(2.0)  # an update under way: not served yet
-  version.assign(1)
-  assert service.get_variables(['policy'])[0][0] == 1.0
-  assert service.version() == 0
-  service.publish()
-  assert service.get_variables(['policy'])[0][0] == 2.0
-  assert service.version() == 1
+  service.get_variables(['policy'])
+  service.get_variables(['policy'])
+  assert service.snapshots_taken == 1  # nothing changed: no copy
+  fetched = {}
+  with service.updating():
+    variables[0].assign(2.0)  # an update under way: not served
+    # A fetch from another thread returns at once, with the old version.
+    reader = threading.Thread(target=lambda: fetched.update(
+        v=service.get_variables(['policy', 'version'])))
+    reader.start()
+    reader.join(timeout=10)
+    assert fetched['v'][0][0] == 1.0 and int(fetched['v'][1][0]) == 0
+    version.assign(1)
+  # It asked for a fresh snapshot, which the update took as it ended.
+  assert service.snapshots_taken == 2 and service.version() == 1
+  policy, (v,) = service.get_variables(['policy', 'version'])
+  assert policy[0] == 2.0 and int(v) == 1
+  assert service.snapshots_taken == 2
+  with service.updating():
+    variables[0].assign(3.0)
+    version.assign(2)
+  # Between updates, a fetch snapshots the latest step itself.
+  assert service.get_variables(['policy'])[0][0] == 3.0
+  assert service.version() == 2
   with pytest.raises(KeyError, match='policy, version'):
     service.get_variables(['target'])
 
@@ -82,7 +97,7 @@ def test_a_fetch_gets_the_latest_published_step():
 def test_a_learner_serves_exactly_the_variables_of_one_of_its_steps():
   config = config_lib.ImpalaConfig.local(
       network='mlp', mlp_sizes=(8,), use_lstm=False, unroll_length=4,
-      batch_size=2, action_repeat=1, use_xla=False, total_frames=10**6)
+      batch_size=2, action_repeat=1, jit_compile=False, total_frames=10**6)
   network = impala_networks.make_network_from_config(config, 3)
   signature = queue_lib.trajectory_signature(
       tf.TensorSpec([5], tf.float32), 3, config.unroll_length,

@@ -198,9 +198,10 @@ class ApeXDQNLearner(learner_runtime.DistributedLearner):
     if sample is None:
       return None
     data, info = sample.data, sample.info
-    out = self._step_fn(data.observation, data.action, data.reward,
-                        data.discount, data.next_observation,
-                        info.probability, info.table_size)
+    with self._updating():
+      out = self._step_fn(data.observation, data.action, data.reward,
+                          data.discount, data.next_observation,
+                          info.probability, info.table_size)
     priorities = out['priorities'].numpy()
     self._priorities.write(info.key.numpy(), priorities)
 

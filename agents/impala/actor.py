@@ -214,7 +214,7 @@ class ImpalaActor:
                                      network.initial_state(len(self._envs)))
 
     self._policy_step = impala_networks.make_policy_step(network,
-                                                         config.use_xla)
+                                                         config.jit_compile)
     self._assign = impala_networks.make_assign(network)
 
     self._steps = 0

@@ -142,7 +142,7 @@ class ImpalaConfig:
   # --- Implementation -----------------------------------------------------
   # Sec. 3.1: "compiling parts of the computational graph with XLA". Off in
   # the local profile, where it runs slower on CPU (see `local`).
-  use_xla: bool = True
+  jit_compile: bool = True
 
   # --- Central inference (Table 1, "IMPALA (dyn. batch)") -------------------
   # Sec. 5.1: "For single-machine experiments using GPUs, we use dynamic
@@ -298,7 +298,7 @@ class ImpalaConfig:
         not fit, and one batched forward pass serving 8 steps is several
         times cheaper per step on a CPU than 8 batch-1 passes. Each actor
         still sends its own unrolls.
-      use_xla False: on a 2-core CPU XLA makes the learner step (batch 32 x
+      jit_compile False: on a 2-core CPU XLA makes the learner step (batch 32 x
         unroll 20, Atari frames) slower than a plain tf.function, for the
         shallow and the deep network alike, as it does Ape-X's learner.
     Everything else (unroll 20, batch 32, RMSProp, entropy, clipping,
@@ -308,7 +308,7 @@ class ImpalaConfig:
     """
     settings = dict(
         num_actors=16,
-        use_xla=False,
+        jit_compile=False,
     )
     settings.update(overrides)
     return cls(**settings)

@@ -30,7 +30,7 @@ class SampledPolicy:
     self._rng = np.random.default_rng(seed)
     impala_networks.create_variables(network, observation_spec)
     self._policy_step = impala_networks.make_policy_step(network,
-                                                         config.use_xla)
+                                                         config.jit_compile)
     self._assign = impala_networks.make_assign(network)
 
   def assign(self, values: Sequence[np.ndarray]) -> None:

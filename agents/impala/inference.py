@@ -94,7 +94,7 @@ class InferenceServer:
 
     # One trace for every batch size (the batch dimension is None).
     self._forward = impala_networks.make_policy_step(
-        network, config.use_xla, input_signature=signature)
+        network, config.jit_compile, input_signature=signature)
     self._assign = impala_networks.make_assign(network)
     self._parameters_lock = threading.Lock()
     self._version = -1 if variable_source is not None else 0

@@ -24,7 +24,7 @@ One learner step, on a batch of B trajectories of n + 1 steps
      learning rate lr0 * (1 - frames / total_frames), frames counted before
      this step ([CODE]: polynomial_decay on the frame counter that the train
      op then advances by batch * unroll * action repeats).
-Steps 1-5 are one `tf.function(jit_compile=config.use_xla)`.
+Steps 1-5 are one `tf.function(jit_compile=config.jit_compile)`.
 
 RMSProp, TF1-style as in [CODE] (uncentered, eps inside the root, the
 mean-square slot started at 1): agents/optimizers.py. With eps = 0.01 inside
@@ -234,7 +234,7 @@ class ImpalaLearner(learner_runtime.DistributedLearner):
     # autograph=False: the step has no Python control flow over tensors
     # (V-trace's scan and the LSTM's unroll are explicit loops), and
     # converting it would dominate tracing.
-    self._step_fn = tf.function(self._train_step, jit_compile=c.use_xla,
+    self._step_fn = tf.function(self._train_step, jit_compile=c.jit_compile,
                                 autograph=False)
 
     self._start_time = time.time()
@@ -271,9 +271,9 @@ class ImpalaLearner(learner_runtime.DistributedLearner):
     instantiating the graph). So the step is run once on a batch of zeros of
     the real shape, and every variable it writes (network, optimizer slots,
     learning rate, step and frame counts) is then restored; the first real
-    call finds the compiled step. Actors meanwhile get the published
-    parameters (agents/parameters.py), which the throw-away step never
-    reaches: publishing happens only after real steps.
+    call finds the compiled step. The parameter service serves no fetch
+    while this runs (agents/parameters.py), so no actor ever sees the
+    throw-away update.
 
     Returns False, doing nothing, when the batch's shape is not known in
     advance (a bare iterator, or a dataset with unknown dimensions).
@@ -283,11 +283,12 @@ class ImpalaLearner(learner_runtime.DistributedLearner):
                                for s in tree.flatten(spec)):
       return False
     written = self._state_variables()
-    saved = [v.read_value() for v in written]
     zeros = tree.map_structure(lambda s: tf.zeros(s.shape, s.dtype), spec)
-    self._step_fn(zeros)
-    for variable, value in zip(written, saved):
-      variable.assign(value)
+    with self._updating():
+      saved = [tf.identity(v.read_value()) for v in written]
+      self._step_fn(zeros)
+      for variable, value in zip(written, saved):
+        variable.assign(value)
     return True
 
   def _state_variables(self) -> List[tf.Variable]:
@@ -304,7 +305,8 @@ class ImpalaLearner(learner_runtime.DistributedLearner):
     batch = self._feed.next()
     if batch is None:
       return None
-    out = self._step_fn(batch)
+    with self._updating():
+      out = self._step_fn(batch)
     self._steps_this_run += 1
     elapsed = max(time.time() - self._start_time, 1e-9)
     frames = int(self._num_frames.numpy())

@@ -151,7 +151,7 @@ def bare_impala_step(batch: int, xla: bool, seconds: float,
   environment_name = f'atari/{game}'
   config = builder_lib.ImpalaBuilder.make_config(
       'local', environment_name, network=network, batch_size=batch,
-      unroll_length=unroll, use_xla=xla)
+      unroll_length=unroll, jit_compile=xla)
   environment = actor_lib.make_environment(environment_name, config, seed=0)
   num_actions = int(environment.action_spec().num_values)
   model = impala_networks.make_network_from_config(config, num_actions)

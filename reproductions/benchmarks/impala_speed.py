@@ -157,7 +157,7 @@ def run_program(name: str, runs_root: str, actor_processes: int,
       game, actor_processes * environments_per_actor, environments_per_actor,
       (startup_s + seconds) / 60.0, runs_root, name)
   flags += ['--set', f'network={network}', '--set', f'batch_size={batch}',
-            '--set', f'use_xla={xla}', *extra]
+            '--set', f'jit_compile={xla}', *extra]
   run = common.launch('launch_programs.impala', flags,
                       os.path.join(runs_root, name),
                       timeout_s=startup_s + seconds + 240,
