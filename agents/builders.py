@@ -103,14 +103,16 @@ class ActorLearnerBuilder(abc.ABC):
   # --- What the program places ----------------------------------------------
 
   @property
-  @abc.abstractmethod
   def num_actors(self) -> int:
     """The paper's actors (each with one environment)."""
+    return self.config.num_actors
 
   @property
-  @abc.abstractmethod
   def frames_per_step(self) -> int:
-    """Emulator frames per agent step (the action repeat on Atari)."""
+    """Emulator frames per agent step: the action repeat on Atari."""
+    if self.environment.startswith('atari/'):
+      return self.config.action_repeat
+    return 1
 
   @property
   def num_learners(self) -> int:

@@ -17,6 +17,7 @@ import tensorflow as tf
 from agents import checkpointing
 from agents import node_runtime
 from agents import parameters
+from agents import replay_feed
 
 
 class DistributedLearner:
@@ -65,6 +66,17 @@ class DistributedLearner:
     self._parameters = parameters.ParameterService(
         collections, version=lambda: self._num_steps.numpy())
     self._parameters.publish()
+
+  def _make_feed(self, dataset: Any, make_dataset: Any, client: Any,
+                 retry_period_s: float, **options: Any
+                 ) -> replay_feed.ReplayFeed:
+    """The learner's input from `dataset` or `make_dataset` (one of them)."""
+    if make_dataset is not None and dataset is not None:
+      raise ValueError('Pass either `dataset` or `make_dataset`, not both.')
+    return replay_feed.ReplayFeed(
+        make_dataset if make_dataset is not None else dataset, client=client,
+        stop_requested=self._stop_requested, retry_period_s=retry_period_s,
+        **options)
 
   # --- Stepping -------------------------------------------------------------
 

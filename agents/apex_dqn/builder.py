@@ -42,15 +42,6 @@ class ApeXDQNBuilder(builders.ActorLearnerBuilder):
     """Paper: one actor per machine. Local: K actors share a forward pass."""
     return 1 if profile == 'paper' else LOCAL_ACTORS_PER_NODE
 
-  @property
-  def num_actors(self) -> int:
-    return self.config.num_actors
-
-  @property
-  def frames_per_step(self) -> int:
-    return (self.config.action_repeat
-            if self.environment.startswith('atari/') else 1)
-
   def run_record_config(self) -> Dict[str, Any]:
     c = self.config
     return {**super().run_record_config(),

@@ -101,13 +101,9 @@ class ApeXDQNLearner(learner_runtime.DistributedLearner):
     self._network = network
     self._target_network = target_network
     self._client = replay_client
-
-    if make_dataset is not None and dataset is not None:
-      raise ValueError('Pass either `dataset` or `make_dataset`, not both.')
-    self._feed = replay_feed.ReplayFeed(
-        make_dataset if make_dataset is not None else dataset,
-        client=replay_client, stop_requested=self._stop_requested,
-        retry_period_s=retry_period_s, on_wait=self._log_wait,
+    self._feed = self._make_feed(
+        dataset, make_dataset, replay_client, retry_period_s,
+        on_wait=self._log_wait,
         waiting_for=f'replay (server down or below its minimum size of '
                     f'{self._config.min_replay_size})',
         input_pipeline_cpus=input_pipeline_cpus)

@@ -63,15 +63,6 @@ class ImpalaBuilder(builders.ActorLearnerBuilder):
         raise ValueError('multi-task runs use the full 18-action set on every '
                          'game (Sec. 5.3.2): --set action_set=full')
 
-  @property
-  def num_actors(self) -> int:
-    return self.config.num_actors
-
-  @property
-  def frames_per_step(self) -> int:
-    return (self.config.action_repeat
-            if self.environment.startswith('atari/') else 1)
-
   def actor_environment(self, actor_id: int) -> str:
     """A fixed number of actors per game: actor i plays game i mod #games."""
     return self.environments[actor_id % len(self.environments)]

@@ -198,12 +198,8 @@ class ImpalaLearner(learner_runtime.DistributedLearner):
     self._config.validate()
     self._network = network
     self._client = replay_client
-    if make_dataset is not None and dataset is not None:
-      raise ValueError('Pass either `dataset` or `make_dataset`, not both.')
-    self._feed = replay_feed.ReplayFeed(
-        make_dataset if make_dataset is not None else dataset,
-        client=replay_client, stop_requested=self._stop_requested,
-        retry_period_s=retry_period_s,
+    self._feed = self._make_feed(
+        dataset, make_dataset, replay_client, retry_period_s,
         waiting_for='the queue (empty, or server down or restarting)')
 
     # --- Variables. ---------------------------------------------------------

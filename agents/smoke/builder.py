@@ -62,14 +62,6 @@ class SmokeBuilder(builders.ActorLearnerBuilder):
     if self.config.num_actors < 1:
       raise ValueError(f'num_actors must be >= 1, got {self.config.num_actors}')
 
-  @property
-  def num_actors(self) -> int:
-    return self.config.num_actors
-
-  @property
-  def frames_per_step(self) -> int:
-    return 1
-
   def make_replay_tables(self) -> List[Any]:
     """One uniform FIFO table with the signature of Acme's transition adder."""
     import reverb  # pylint: disable=g-import-not-at-top
