@@ -12,8 +12,7 @@ import dataclasses
 from typing import Any, Dict, Optional, Sequence, Tuple, Type
 
 from launch_programs import launching
-
-PROFILES = ('local', 'paper')
+from reproductions import experiments
 
 
 @dataclasses.dataclass
@@ -59,8 +58,9 @@ class ProgramConfig:
 
     The agent's builder checks the environment names themselves.
     """
-    if self.profile not in PROFILES:
-      raise ValueError(f'profile {self.profile!r}: valid choices are {PROFILES}')
+    if self.profile not in experiments.PROFILES:
+      raise ValueError(f'profile {self.profile!r}: valid choices are '
+                       f'{experiments.PROFILES}')
     if self.launch_type not in launching.LAUNCH_TYPES:
       raise ValueError(f'launch_type {self.launch_type!r}: valid choices are '
                        f'{launching.LAUNCH_TYPES}')
@@ -83,7 +83,8 @@ def add_arguments(parser: argparse.ArgumentParser, config_name: str,
   """The program-level flags every agent program takes."""
   parser.add_argument('--environment', default='atari/pong',
                       help='atari/<game> or catch')
-  parser.add_argument('--profile', choices=PROFILES, default='local')
+  parser.add_argument('--profile', choices=experiments.PROFILES,
+                      default='local')
   parser.add_argument('--minutes', type=float, default=default_minutes)
   parser.add_argument('--max_actor_frames', type=int, default=None)
   parser.add_argument('--max_learner_steps', type=int, default=None)
