@@ -267,7 +267,8 @@ def test_dataset_decodes_png_and_gives_importance_weight_inputs():
 
 
 def test_negative_priority_exponent_rejected_before_reverb():
-  # Reverb would abort the server process (DESIGN.md Sec. 2).
+  # Reverb's Prioritized selector CHECK-fails on a negative exponent and
+  # aborts the whole server process.
   with pytest.raises(ValueError, match='priority_exponent'):
     dataclasses.replace(config_lib.ApeXDQNConfig.paper(),
                         priority_exponent=-0.4)

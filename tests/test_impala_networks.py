@@ -1,7 +1,7 @@
 """IMPALA networks: shapes, parameter counts from the paper, LSTM resets.
 
 Parameter counts are recomputed here from the architecture as the appendix
-describes it (shared/papers/impala_appendix.md, Figure 3 section), with the
+describes it (IMPALA Figure 3 and its appendix description), with the
 conv output sizes derived by hand, so a wrong padding, pooling or layer size
 in networks/impala.py changes the count and fails the test.
 """
