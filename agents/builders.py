@@ -53,6 +53,8 @@ class ActorLearnerBuilder(abc.ABC):
   # Actors pin themselves to their cores after their first unit of work,
   # so that their start-up may use the learner's idle cores.
   actors_pin_late: ClassVar[bool] = False
+  # Episodes per game of the paper's final evaluation (agents/final_evaluation).
+  final_evaluation_episodes: ClassVar[int] = 30
 
   def __init__(self, config: Any, environment: str, seed: int = 0):
     self.config = config
@@ -67,6 +69,14 @@ class ActorLearnerBuilder(abc.ABC):
   def make_config(cls, profile: str, environment: str,
                   **overrides: Any) -> Any:
     """The profile's agent config ('paper' or 'local'), with overrides."""
+
+  @classmethod
+  def schedule_overrides(cls, max_actor_frames: Optional[int]
+                         ) -> Dict[str, Any]:
+    """Config fields that follow the run's frame bound (a schedule's
+    horizon); the user's `--set` overrides win over these."""
+    del max_actor_frames
+    return {}
 
   @classmethod
   def default_actors_per_node(cls, profile: str) -> int:
@@ -163,8 +173,13 @@ class ActorLearnerBuilder(abc.ABC):
     """One actor node hosting the paper's actors `actor_ids`."""
 
   @abc.abstractmethod
-  def make_evaluation_policy(self, index: int) -> Tuple[Any, Any]:
-    """(environment, agents.evaluation.EvaluationPolicy) of evaluator i."""
+  def make_evaluation_policy(self, index: int, seed: Optional[int] = None
+                             ) -> Tuple[Any, Any]:
+    """(environment, agents.evaluation.EvaluationPolicy) of evaluator i.
+
+    `seed` (default: one derived from the run's seed and i) seeds both the
+    environment's no-op starts and the policy's random choices.
+    """
 
   def make_evaluator(self, index: int, variable_source: Any, counter: Any,
                      run_dir: str) -> Any:
@@ -183,3 +198,37 @@ class ActorLearnerBuilder(abc.ABC):
   def from_experiment(cls, keys: Mapping[str, Any],
                       total_frames: Optional[int]) -> Tuple[str, Any]:
     """The (environment, config) of a reproductions.experiments RunSpec."""
+
+
+# Every agent's builder, by its run-record name: imported on demand, so that
+# reading a run record does not import every agent.
+BUILDERS = {
+    'apex_dqn': 'agents.apex_dqn.builder.ApeXDQNBuilder',
+    'impala': 'agents.impala.builder.ImpalaBuilder',
+    'smoke': 'agents.smoke.builder.SmokeBuilder',
+}
+
+
+def builder_class(agent: str) -> type:
+  """The builder class of `agent` (a run record's 'agent')."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  if agent not in BUILDERS:
+    raise ValueError(f'Unknown agent {agent!r}; valid choices: '
+                     f'{", ".join(sorted(BUILDERS))}.')
+  module, name = BUILDERS[agent].rsplit('.', 1)
+  return getattr(importlib.import_module(module), name)
+
+
+def from_run_config(config: Mapping[str, Any]) -> ActorLearnerBuilder:
+  """The builder a run record's config.json describes (its own config)."""
+  agent = config.get('agent')
+  cls = builder_class(agent)
+  fields = {f.name: f for f in dataclasses.fields(cls.config_class)}
+  values = {}
+  for key, value in config[agent].items():
+    if key in fields and isinstance(value, list):
+      value = tuple(value)  # JSON has no tuples; the configs use them.
+    values[key] = value
+  program = config['program']
+  return cls(cls.config_class(**values), program['environment'],
+             seed=program.get('seed', 0))

@@ -25,6 +25,10 @@ from reproductions import run_records
 class EvaluationPolicy(Protocol):
   """How an agent acts in evaluation episodes."""
 
+  @property
+  def network(self) -> Any:
+    """The network that the learner checkpoints under the name 'network'."""
+
   def assign(self, values: Sequence[np.ndarray]) -> None:
     """Sets the network's variables to the learner's 'policy' collection."""
 

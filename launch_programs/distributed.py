@@ -59,6 +59,8 @@ def make_builder(builder_class: Type[builders.ActorLearnerBuilder],
                  ) -> builders.ActorLearnerBuilder:
   """The builder of `program`'s profile and environment, validated."""
   validate(builder_class, program)
+  overrides = {**builder_class.schedule_overrides(program.max_actor_frames),
+               **overrides}
   config = builder_class.make_config(program.profile, program.environment,
                                      **overrides)
   return builder_class(config, program.environment, seed=program.seed)
@@ -231,7 +233,7 @@ def run(builder: builders.ActorLearnerBuilder, program: ProgramConfig,
   that reproductions.figures can select the run. Returns the summary.
   """
   validate(type(builder), program)
-  return launching.run_recorded(
+  summary = launching.run_recorded(
       builder.name, record_config(builder, program, experiment_keys),
       topology(builder, program),
       functools.partial(make_program, builder, program),
@@ -239,6 +241,40 @@ def run(builder: builders.ActorLearnerBuilder, program: ProgramConfig,
       description=program.description(), runs_root=runs_root, run_id=run_id,
       resume=resume, critical_groups=builder.critical_groups,
       **launch_options)
+  episodes, seconds = program_config.final_evaluation_budget(
+      program, builder.final_evaluation_episodes)
+  if episodes and builder.final_evaluation_episodes:
+    summary['final_evaluation'] = _final_evaluation(
+        builder, program, summary['run_dir'], episodes, seconds)
+  return summary
+
+
+def _final_evaluation(builder: builders.ActorLearnerBuilder,
+                      program: ProgramConfig, run_dir: str, episodes: int,
+                      seconds: Optional[float]) -> Dict[str, Any]:
+  """Plays the final evaluation and adds it to the run's summary.json."""
+  from agents import final_evaluation  # pylint: disable=g-import-not-at-top
+  from reproductions import run_records  # pylint: disable=g-import-not-at-top
+  processes = len(program.other_cpus or ()) + len(program.learner_cpus or ())
+  processes = processes or len(launching.available_cpus())
+  print(f'[{builder.name}] final evaluation: {episodes} episodes per game of '
+        f'the last checkpoint, {processes} processes'
+        + (f', at most {seconds:.0f} s' if seconds else ''), flush=True)
+  try:
+    result = final_evaluation.evaluate(run_dir, episodes, processes, seconds)
+  except FileNotFoundError as error:
+    result = {'error': str(error)}
+    print(f'[{builder.name}] final evaluation skipped: {error}', flush=True)
+  else:
+    for game, score in sorted(result['games'].items()):
+      print(f'[{builder.name}] final evaluation {game}: mean score '
+            f'{score["mean_score"]:.2f} over {score["episodes"]} episodes '
+            f'(learner step {result["learner_steps"]})', flush=True)
+  record = run_records.RunRecord(run_dir)
+  summary = record.read_summary() or {}
+  summary['final_evaluation'] = result
+  record.write_summary(summary)
+  return result
 
 
 # --- Paper experiments ------------------------------------------------------------

@@ -8,8 +8,11 @@ leaves in its run record:
   apex_fig2.png   the learning curve: evaluation score (no-op starts) against
                   wall-clock time, and human-normalized score, drawn by
                   reproductions.figures from the run's evaluation episodes;
-  scores.md       the score table of reproductions.compare (our score, the
-                  paper's, HNS of each, how many evaluation episodes).
+  final_evaluation.csv  the final evaluation: `--final_episodes` episodes
+                  (default 10) of the last checkpoint, no-op starts;
+  scores.md       the score table of reproductions.compare (our score, from
+                  the final evaluation, the paper's, HNS of each, how many
+                  episodes).
 
 A few minutes on two cores is far from the paper's 22.8 billion frames: expect
 a Pong score near -21 to -20. The point is that every part runs and records.
@@ -78,6 +81,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                       help='Atari game (default: pong)')
   parser.add_argument('--runs_root', default=None,
                       help='where the run record goes (default: results/runs)')
+  parser.add_argument('--final_episodes', type=int, default=10,
+                      help='episodes of the final evaluation of the last '
+                           'checkpoint, after the run (default: 10; 0: none)')
   parser.add_argument('--smoke', action='store_true',
                       help='run the Launchpad smoke program on Catch instead')
   args = parser.parse_args(argv)
@@ -96,7 +102,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
       environment=f'atari/{args.game}', profile='local',
       max_seconds=60.0 * args.minutes, report_period_s=10.0,
       actors_per_node=apex_dqn.Builder.default_actors_per_node('local'),
-      learner_cpus=learner_cpus, other_cpus=other_cpus)
+      learner_cpus=learner_cpus, other_cpus=other_cpus,
+      final_episodes=args.final_episodes)
   try:
     builder = distributed.make_builder(apex_dqn.Builder, program)
   except ValueError as error:

@@ -38,6 +38,11 @@ class ProgramConfig:
   # and the cores of every other node.
   learner_cpus: Optional[Tuple[int, ...]] = None
   other_cpus: Optional[Tuple[int, ...]] = None
+  # The final evaluation after the run (agents/final_evaluation.py): episodes
+  # per game (None: the profile's count, 0: none) and its time budget in
+  # seconds (None: the profile's).
+  final_episodes: Optional[int] = None
+  final_evaluation_seconds: Optional[float] = None
 
   def description(self) -> str:
     """What runs and when it stops, for the launch line."""
@@ -76,6 +81,11 @@ class ProgramConfig:
                          f'{sorted(launching.available_cpus())}')
     if not self.environments:
       raise ValueError('environment is empty: name atari/<game> or catch')
+    if self.final_episodes is not None and (
+        int(self.final_episodes) != self.final_episodes or
+        self.final_episodes < 0):
+      raise ValueError(f'final_episodes must be an integer >= 0 (0: no final '
+                       f'evaluation), got {self.final_episodes!r}')
 
 
 def add_arguments(parser: argparse.ArgumentParser, config_name: str,
@@ -101,6 +111,15 @@ def add_arguments(parser: argparse.ArgumentParser, config_name: str,
   parser.add_argument('--other_cpus', type=cpu_list, default=None,
                       help='pin every other node to these cores, e.g. 1')
   parser.add_argument('--seed', type=int, default=0)
+  parser.add_argument('--final_episodes', type=int, default=None,
+                      help='episodes per game of the final evaluation of the '
+                           'last checkpoint, played after the run (default: '
+                           'the paper\'s count in the paper profile, '
+                           f'{LOCAL_FINAL_EPISODES} locally; 0: none)')
+  parser.add_argument('--final_evaluation_minutes', type=float, default=None,
+                      help='time budget of the final evaluation (default: '
+                           f'none in the paper profile, '
+                           f'{LOCAL_FINAL_EVALUATION_S / 60:.0f} locally)')
   parser.add_argument('--set', action='append', default=[],
                       metavar='FIELD=VALUE',
                       help=f'override a {config_name} field (repeatable), '
@@ -123,7 +142,32 @@ def from_arguments(args: argparse.Namespace,
       report_period_s=args.report_period_s,
       actors_per_node=(args.actors_per_node if args.actors_per_node
                        else default_actors_per_node),
-      learner_cpus=args.learner_cpus, other_cpus=args.other_cpus)
+      learner_cpus=args.learner_cpus, other_cpus=args.other_cpus,
+      final_episodes=args.final_episodes,
+      final_evaluation_seconds=(None if args.final_evaluation_minutes is None
+                                else 60.0 * args.final_evaluation_minutes))
+
+
+# The local profile's final evaluation: DQN's 30 episodes (Mnih et al. 2015),
+# within a budget that keeps a local program short; the paper profile plays
+# the agent's paper count without a time bound.
+LOCAL_FINAL_EPISODES = 30
+LOCAL_FINAL_EVALUATION_S = 900.0
+
+
+def final_evaluation_budget(program: ProgramConfig, paper_episodes: int
+                            ) -> Tuple[int, Optional[float]]:
+  """(episodes per game, seconds or None) of `program`'s final evaluation."""
+  paper = program.profile == 'paper'
+  if program.final_episodes is not None:
+    episodes = program.final_episodes
+  else:
+    episodes = paper_episodes if paper else min(paper_episodes,
+                                                LOCAL_FINAL_EPISODES)
+  seconds = program.final_evaluation_seconds
+  if seconds is None and not paper:
+    seconds = LOCAL_FINAL_EVALUATION_S
+  return episodes, seconds
 
 
 def cpu_list(text: str) -> Tuple[int, ...]:

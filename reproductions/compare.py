@@ -401,6 +401,9 @@ class RunInfo:
   seed: Any
   games: Tuple[str, ...]
   episodes: int
+  # What the scores are: the final evaluation of the last checkpoint, or,
+  # for a run without one, every evaluation episode played while training.
+  source: str = 'training'
 
 
 def expand_run_dirs(path: pathlib.Path) -> List[pathlib.Path]:
@@ -418,7 +421,14 @@ def expand_run_dirs(path: pathlib.Path) -> List[pathlib.Path]:
 
 def read_runs(run_dirs: Sequence[pathlib.Path]
              ) -> Tuple[Dict[str, List[RunScore]], List[RunInfo]]:
-  """Per game, one RunScore per run: the mean over its evaluation episodes."""
+  """Per game, one RunScore per run: the mean over its evaluation episodes.
+
+  The episodes are the run's final evaluation (final_evaluation.csv: the
+  last checkpoint, as the papers score) when it has one; otherwise every
+  evaluation episode played during training, which mixes the untrained start
+  with the end and so understates a run that learned (RunInfo.source says
+  which).
+  """
   scores: Dict[str, List[RunScore]] = {}
   infos = []
   seen = set()
@@ -431,15 +441,21 @@ def read_runs(run_dirs: Sequence[pathlib.Path]
     config = record.read_config()
     episodes_by_game: Dict[str, List[float]] = {}
     seeds = set()
-    for episode in record.read_evaluation_episodes():
+    final = record.read_final_evaluation()
+    if final:
+      source, file_name, episodes = 'final', run_records.FINAL_EVALUATION_FILE, final
+    else:
+      source, file_name = 'training', run_records.EVALUATION_FILE
+      episodes = record.read_evaluation_episodes()
+    for episode in episodes:
       name = str(episode.get('game') or '')
       game = references.resolve_game(name)
       if game is None:
-        raise InputError(f'{run_dir}: {run_records.EVALUATION_FILE}: '
+        raise InputError(f'{run_dir}: {file_name}: '
                          f'{_unknown_game_message(name)}')
       score = episode.get('score')
       if not _is_number(score) or not math.isfinite(score):
-        raise InputError(f'{run_dir}: {run_records.EVALUATION_FILE}: score '
+        raise InputError(f'{run_dir}: {file_name}: score '
                          f'{score!r} for {game} is not a number')
       episodes_by_game.setdefault(game, []).append(float(score))
       if episode.get('seed') is not None:
@@ -453,8 +469,18 @@ def read_runs(run_dirs: Sequence[pathlib.Path]
     infos.append(RunInfo(
         run_dir=pathlib.Path(run_dir), program=str(config.get('program', '')),
         seed=seed, games=tuple(sorted(episodes_by_game)),
-        episodes=sum(len(v) for v in episodes_by_game.values())))
+        episodes=sum(len(v) for v in episodes_by_game.values()),
+        source=source))
   return scores, infos
+
+
+_SOURCE_TEXT = {
+    'final': ('final-evaluation episodes of the last checkpoint '
+              '(final_evaluation.csv)'),
+    'training': ('evaluation episodes played during training (no '
+                 'final_evaluation.csv: the mean mixes the start with the '
+                 'end; python -m reproductions.evaluate RUN adds it)'),
+}
 
 
 def run_families(configs: Sequence[Mapping[str, Any]]) -> List[str]:
@@ -725,7 +751,8 @@ def _run(args: argparse.Namespace) -> str:
         input_lines.append(
             f'  {info.run_dir} (program {info.program or "?"}, seed '
             f'{info.seed if info.seed is not None else "?"}): '
-            f'{info.episodes} evaluation episodes over {len(info.games)} games')
+            f'{info.episodes} {_SOURCE_TEXT[info.source]} over '
+            f'{len(info.games)} games')
       families = run_families(
           [run_records.RunRecord(d).read_config() for d in run_dirs])
 

@@ -61,9 +61,12 @@ APEX_FIG6_VARIANTS = ((256, 1), (32, 8))
 # the full range". Actor count NOT STATED; we use Fig. 5/6's 256.
 APEX_FIG7_ACTORS = 256
 APEX_FIG7_VARIANTS = ('per_actor', 'fixed_set')
-# Ape-X Fig. 12 caption: prioritized lr 0.00025 / 4, uniform lr 0.00025.
+# Ape-X Fig. 12 caption: prioritized lr 0.00025 / 4, uniform lr 0.00025; "For
+# both prioritized and uniform, we tried both of these learning rates and
+# selected the best" (reproductions/figures.py apex_fig12 selects).
 APEX_LR_PRIORITIZED = 0.00025 / 4
 APEX_LR_UNIFORM = 0.00025
+APEX_FIG12_LEARNING_RATES = (APEX_LR_PRIORITIZED, APEX_LR_UNIFORM)
 # The six games of Fig. 2 (right) and Figs. 4-7 are named only in the figure
 # panels, not the text: this set is UNVERIFIED (from memory of the panels).
 # Fig. 12's nine games are likewise not in the text; we use the same six.
@@ -111,8 +114,14 @@ IMPALA_REPLAY_FRACTION = 0.5
 # our choice: five games with dense rewards where a correction shows early.
 IMPALA_TABLE2_GAMES = ('pong', 'breakout', 'seaquest', 'space_invaders',
                        'beam_rider')
-# Replay size for the "with replay" runs NOT STATED; 1M transitions (ours).
-IMPALA_REPLAY = 1_000_000
+# Table D.3 (fixed hyperparameters): "Experience Replay (Section 5.2.2):
+# capacity 10,000 trajectories, sampling uniform, removal first-in-first-out".
+# The same in both profiles: a trajectory stores 21 uint8 84x84x4 frame
+# stacks (593 KB before Reverb's compression), so 10,000 hold 5.9 GB, within
+# the local machine's 24 GiB.
+IMPALA_REPLAY_TRAJECTORIES = 10_000
+IMPALA_TRAJECTORY_STEPS = 21
+IMPALA_STEP_BYTES = 84 * 84 * 4
 
 # Gorila (Nair et al. 2015, Sec. 5): "the 49 games of Nature DQN", bundled
 # mode with "100 separate actor-learner processes" (A3C's description), 31
@@ -162,8 +171,10 @@ class RunSpec:
     wall_hours: the paper's wall-clock budget where it gives one, else None.
     nodes: node kind -> process count.
     replay_capacity: transitions held in replay summed over replay stores (0
-      for none), the main memory cost.
-    transition_bytes: bytes per stored transition, for the memory estimate.
+      for none), the main memory cost; for IMPALA, stored steps (21 frame
+      stacks per trajectory).
+    transition_bytes: bytes per stored transition (or IMPALA step), for the
+      memory estimate.
   """
   config: Mapping[str, Any]
   num_actors: int
@@ -180,8 +191,8 @@ class RunSpec:
     parts = [c['agent'], '+'.join(games) if len(games) <= 3
              else f'{len(games)}games']
     for key in ('num_actors', 'replay_capacity', 'transition_copies',
-                'epsilon_variant', 'prioritized', 'architecture', 'correction',
-                'replay_mixing', 'variant'):
+                'epsilon_variant', 'prioritized', 'learning_rate',
+                'architecture', 'correction', 'replay_mixing', 'variant'):
       if key in c and key in _VARIED.get(c.get('experiment'), ()):
         parts.append(f'{key}={c[key]}')
     return ' '.join(parts)
@@ -288,13 +299,18 @@ def _apex_run(experiment: str, profile: str, game: str, num_actors: int,
               replay_capacity: int, frames: Optional[int],
               hours: Optional[float], transition_copies: int = 1,
               epsilon_variant: str = 'per_actor', prioritized: bool = True,
-              ) -> RunSpec:
-  """One Ape-X DQN run: 1 replay, 1 learner, N actors (Ape-X Fig. 1)."""
+              learning_rate: Optional[float] = None) -> RunSpec:
+  """One Ape-X DQN run: 1 replay, 1 learner, N actors (Ape-X Fig. 1).
+
+  The learning rate defaults to Fig. 12's for the replay kind.
+  """
+  if learning_rate is None:
+    learning_rate = APEX_LR_PRIORITIZED if prioritized else APEX_LR_UNIFORM
   config = _config(
       experiment, 'apex_dqn', [game], profile, num_actors=num_actors,
       replay_capacity=replay_capacity, transition_copies=transition_copies,
       epsilon_variant=epsilon_variant, prioritized=prioritized,
-      learning_rate=(APEX_LR_PRIORITIZED if prioritized else APEX_LR_UNIFORM))
+      learning_rate=learning_rate)
   return RunSpec(config=config, num_actors=num_actors, total_frames=frames,
                  wall_hours=hours, replay_capacity=replay_capacity,
                  nodes=dict(replay=1, learner=1, actors=num_actors,
@@ -310,8 +326,10 @@ def _apex_table1(profile, games):
   if profile == 'paper':
     return [_apex_run('apex_table1', profile, g, APEX_ACTORS, APEX_REPLAY,
                       APEX_FRAMES, APEX_DAYS * 24) for g in games]
-  return [_apex_run('apex_table1', profile, g, 2, LOCAL_REPLAY, LOCAL_FRAMES,
-                    None) for g in games]
+  # The local profile's actor count (ApeXDQNConfig.local), so that Table 1
+  # and a plain local run are the same program.
+  return [_apex_run('apex_table1', profile, g, LOCAL_MAX_ACTORS, LOCAL_REPLAY,
+                    LOCAL_FRAMES, None) for g in games]
 
 
 def _apex_fig2(profile, games):
@@ -319,20 +337,25 @@ def _apex_fig2(profile, games):
           for r in _apex_table1(profile, games)]
 
 
-def _apex_actor_sweep(name, counts_paper, counts_local, prioritized=(True,)):
+def _apex_actor_sweep(name, counts_paper, counts_local, prioritized=(True,),
+                      learning_rates=(None,)):
+  """Runs per game x actor count x replay kind x learning rate (None: the
+  replay kind's own, `_apex_run`)."""
   def build(profile, games):
     runs = []
     for g in games:
       for n in (counts_paper if profile == 'paper' else counts_local):
         for p in prioritized:
-          if profile == 'paper':
-            runs.append(_apex_run(
-                name, profile, g, n, APEX_SCALING_REPLAY,
-                _apex_hours_frames(n, APEX_SCALING_HOURS), APEX_SCALING_HOURS,
-                prioritized=p))
-          else:
-            runs.append(_apex_run(name, profile, g, n, LOCAL_REPLAY,
-                                  LOCAL_FRAMES, None, prioritized=p))
+          for lr in learning_rates:
+            if profile == 'paper':
+              runs.append(_apex_run(
+                  name, profile, g, n, APEX_SCALING_REPLAY,
+                  _apex_hours_frames(n, APEX_SCALING_HOURS),
+                  APEX_SCALING_HOURS, prioritized=p, learning_rate=lr))
+            else:
+              runs.append(_apex_run(name, profile, g, n, LOCAL_REPLAY,
+                                    LOCAL_FRAMES, None, prioritized=p,
+                                    learning_rate=lr))
     return runs
   return build
 
@@ -418,8 +441,7 @@ def _impala_run(experiment, profile, games, processes, frames,
   """
   num_actors = processes * (1 if profile == 'paper' else
                             LOCAL_IMPALA_ACTORS_PER_NODE)
-  replay = (IMPALA_REPLAY if profile == 'paper' else LOCAL_REPLAY
-            ) if replay_mixing else 0
+  replay = IMPALA_REPLAY_TRAJECTORIES if replay_mixing else 0
   config = _config(experiment, 'impala', games, profile, num_actors=num_actors,
                    architecture=architecture, correction=correction,
                    replay_mixing=replay_mixing, **extra)
@@ -431,7 +453,9 @@ def _impala_run(experiment, profile, games, processes, frames,
   if extra.get('central_inference'):
     nodes['inference'] = 1
   return RunSpec(config=config, num_actors=num_actors, total_frames=frames,
-                 wall_hours=None, replay_capacity=replay, nodes=nodes)
+                 wall_hours=None,
+                 replay_capacity=replay * IMPALA_TRAJECTORY_STEPS,
+                 transition_bytes=IMPALA_STEP_BYTES, nodes=nodes)
 
 
 def _impala_table1(profile, games):
@@ -546,13 +570,15 @@ _add(name='apex_fig11', paper='Ape-X App. (Fig. 11), Sec. 4.1',
      agent='apex_dqn', figure='apex_fig11', paper_games=('pong',),
      build=_apex_fig11, varied=('num_actors',))
 _add(name='apex_fig12', paper='Ape-X App. (Fig. 12), App. E',
-     description=('prioritized (lr 0.00025/4) vs uniform (lr 0.00025) replay '
-                  'for 8..256 actors; Fig. 12 has 9 games not named in the '
-                  'text, we use the 6 of Fig. 4'),
+     description=('prioritized vs uniform replay for 8..256 actors, each '
+                  'with both learning rates (0.00025/4 and 0.00025), the '
+                  'figure showing the better; Fig. 12 has 9 games not named '
+                  'in the text, we use the 6 of Fig. 4'),
      agent='apex_dqn', figure='apex_fig12', paper_games=APEX_FIGURE_GAMES,
      build=_apex_actor_sweep('apex_fig12', APEX_SCALING_ACTORS, (1, 4),
-                             prioritized=(True, False)),
-     varied=('num_actors', 'prioritized'))
+                             prioritized=(True, False),
+                             learning_rates=APEX_FIG12_LEARNING_RATES),
+     varied=('num_actors', 'prioritized', 'learning_rate'))
 _add(name='impala_table1', paper='IMPALA Sec. 5.1, Table 1',
      description=('throughput of the IMPALA rows (48 actors single machine; '
                   '150, 375, 500 actors distributed; shallow model). Run on '

@@ -122,7 +122,7 @@ CONTEXT_KEYS = ('num_actors', 'replay_capacity', 'transition_copies',
 # Config keys that define an experiment: runs differing in one are not seeds.
 EXPERIMENT_KEYS = ('num_actors', 'replay_capacity', 'transition_copies',
                    'epsilon_variant', 'prioritized', 'architecture',
-                   'correction', 'replay_mixing', 'profile')
+                   'correction', 'replay_mixing', 'learning_rate', 'profile')
 
 CORRECTIONS = (('vtrace', 'V-trace'), ('one_step_is', '1-Step'),
                ('epsilon_correction', 'epsilon-correction'),
@@ -171,6 +171,12 @@ class Run:
   @functools.cached_property
   def episodes(self) -> List[Dict[str, Any]]:
     return [e for e in self.record.read_evaluation_episodes()
+            if _finite(e.get('score'))]
+
+  @functools.cached_property
+  def final_episodes(self) -> List[Dict[str, Any]]:
+    """The final evaluation of the last checkpoint; [] if the run has none."""
+    return [e for e in self.record.read_final_evaluation() or []
             if _finite(e.get('score'))]
 
   @functools.cached_property
@@ -458,6 +464,13 @@ def _run_game_curves(run: Run, x_key: str, y: Callable,
 
 
 def _final_score(run: Run, game: str) -> Optional[float]:
+  """The run's final score on `game`: its final evaluation when it has one
+  (the papers' protocol), else the mean of the last 10% of the evaluation
+  episodes played during training (`final_score_sources` says which)."""
+  final = [e['score'] for e in run.final_episodes
+           if _game_name(e['game']) == game]
+  if final:
+    return float(np.mean(final))
   episodes = sorted((e for e in run.episodes if _game_name(e['game']) == game),
                     key=lambda e: (e.get('training_frames') or 0,
                                    e.get('wall_time_s') or 0))
@@ -465,6 +478,18 @@ def _final_score(run: Run, game: str) -> Optional[float]:
     return None
   k = max(1, len(episodes) // 10)
   return float(np.mean([e['score'] for e in episodes[-k:]]))
+
+
+def final_score_sources(runs: Sequence[Run]) -> str:
+  """The footer's account of where final scores came from."""
+  final = sum(1 for r in runs if r.final_episodes)
+  if final == len(runs):
+    return 'Final scores: final evaluation of the last checkpoint.'
+  if final == 0:
+    return ('Final scores: last 10% of the training-time evaluation '
+            'episodes (no run has a final evaluation).')
+  return (f'Final scores: final evaluation for {final} of {len(runs)} runs, '
+          'the last 10% of training-time evaluation for the rest.')
 
 
 # Drawing helpers --------------------------------------------------------------
@@ -911,10 +936,11 @@ def apex_fig11(ctx: _Context) -> mpl_figure.Figure:
     agents=('apex_dqn',), required=('games', 'num_actors', 'prioritized'),
     controls=_apex_controls(prioritized=None), paper_scale=APEX_SCALE)
 def apex_fig12(ctx: _Context) -> mpl_figure.Figure:
+  runs, chosen = _best_learning_rates(ctx.runs)
   key = _split_by_others(
-      ctx.runs, lambda r: (int(r.get('num_actors')), bool(r.get('prioritized'))),
-      ('num_actors', 'prioritized'))
-  data = _series_curves(ctx.runs, key, 'wall_time_s', _score,
+      runs, lambda r: (int(r.get('num_actors')), bool(r.get('prioritized'))),
+      ('num_actors', 'prioritized', 'learning_rate'))
+  data = _series_curves(runs, key, 'wall_time_s', _score,
                         smooth=ctx.smooth or 1)
   games = sorted({g for s in data.values() for g in s})
   actors = sorted({main[0] for main, _ in data})
@@ -936,19 +962,61 @@ def apex_fig12(ctx: _Context) -> mpl_figure.Figure:
           entry = data[s].get(game)
           if entry is None:
             continue
-          (cx, cy), runs = entry
+          (cx, cy), count = entry
+          lr, tried = chosen.get((game, n, prioritized), (None, {}))
           ax.plot(cx / scale, cy, color=color, gid=OURS, linestyle=style,
                   label=name + _others_label(s[1]) +
-                  (f' (mean of {runs} runs)' if runs > 1 else ''),
+                  (f' (mean of {count} runs)' if count > 1 else ''),
                   marker='.' if len(cx) < 3 else None)
+          if lr is not None:
+            ax.annotate(f'{name}: lr {lr:g}' + (
+                f', best of {len(tried)}' if len(tried) > 1 else ''),
+                xy=(0.02, 0.95 if prioritized else 0.87),
+                xycoords='axes fraction', fontsize=7, color=color, va='top')
       if ctx.overlay:
         _apex_overlay(ax, game)
       ax.set_title(f'{game}, {n} actors')
       ax.set_xlabel(xlabel)
       ax.set_ylabel('score')
+  picks = '; '.join(
+      f'{g} {n} actors {"prioritized" if p else "uniform"}: lr {lr:g} ('
+      + ', '.join(f'{k:g} -> {v:.1f}' for k, v in sorted(tried.items())) + ')'
+      for (g, n, p), (lr, tried) in sorted(chosen.items()) if len(tried) > 1)
   _finish(fig, 'Ape-X Fig. 12: prioritized (blue) vs uniform (red) replay by '
-          'number of actors', footer_text(ctx.figure_spec, ctx.runs))
+          'number of actors', footer_text(ctx.figure_spec, ctx.runs) +
+          '\n' + final_score_sources(runs) + '\nLearning rate per variant: '
+          'the better final score of those tried ("we tried both of these '
+          'learning rates and selected the best"): ' + (picks or 'one tried'))
   return fig
+
+
+def _best_learning_rates(runs: Sequence[Run]):
+  """Fig. 12's selection: per game, actor count and replay kind, the runs
+  of the learning rate with the best mean final score.
+
+  Returns the kept runs and {(game, actors, prioritized): (lr, {lr: score})}.
+  """
+  scores: Dict[Tuple[str, int, bool], Dict[Any, List[float]]] = {}
+  for run in runs:
+    lr = run.value('learning_rate')
+    lr = None if lr is MISSING else lr
+    for game in {_game_name(e['game'])
+                 for e in run.episodes + run.final_episodes}:
+      score = _final_score(run, game)
+      if score is not None:
+        cell = (game, int(run.get('num_actors')), bool(run.get('prioritized')))
+        scores.setdefault(cell, {}).setdefault(lr, []).append(score)
+  chosen = {}
+  for cell, by_lr in scores.items():
+    means = {lr: float(np.mean(v)) for lr, v in by_lr.items()}
+    best = max(means, key=lambda lr: means[lr])
+    chosen[cell] = (best, {lr: m for lr, m in means.items() if lr is not None})
+  kept = [r for r in runs if all(
+      chosen.get((g, int(r.get('num_actors')), bool(r.get('prioritized'))),
+                 (None,))[0] == (None if r.value('learning_rate') is MISSING
+                                 else r.value('learning_rate'))
+      for g in {_game_name(e['game']) for e in r.episodes + r.final_episodes})]
+  return kept, chosen
 
 
 # IMPALA figures ---------------------------------------------------------------
@@ -978,7 +1046,8 @@ def impala_table2(ctx: _Context) -> mpl_figure.Figure:
   finals: Dict[Tuple[Any, str, bool], List[float]] = {}
   for run in ctx.runs:
     others = panel_of(run)[1]
-    for game in sorted({_game_name(e['game']) for e in run.episodes}):
+    for game in sorted({_game_name(e['game'])
+                        for e in run.episodes + run.final_episodes}):
       score = _final_score(run, game)
       if score is not None:
         finals.setdefault(((game, others), str(run.value('correction')),
@@ -1037,7 +1106,8 @@ def impala_table2(ctx: _Context) -> mpl_figure.Figure:
                                  'orderings, not values' if show_paper else
                                  'Ours on Atari games (the paper\'s numbers '
                                  'are on DMLab tasks)'),
-          footer_text(ctx.figure_spec, ctx.runs) +
+          footer_text(ctx.figure_spec, ctx.runs) + '\n' +
+          final_score_sources(ctx.runs) +
           '\nFinal return = mean of the last 10% of each run\'s evaluation '
           'episodes; error bars = std over runs.')
   return fig

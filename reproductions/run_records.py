@@ -47,6 +47,10 @@ CHECKPOINT_DIR = 'checkpoints'
 # of the papers' learning curves); `wall_time_s` counts from the run's start.
 EVALUATION_COLUMNS = ('game', 'score', 'frames', 'wall_time_s',
                       'training_frames', 'learner_steps', 'node')
+# The papers' final evaluation of the last checkpoint (agents/final_evaluation).
+FINAL_EVALUATION_FILE = 'final_evaluation.csv'
+FINAL_EVALUATION_COLUMNS = ('game', 'episode', 'score', 'frames',
+                            'learner_steps', 'training_frames', 'checkpoint')
 
 DEFAULT_ROOT = pathlib.Path(__file__).resolve().parents[1] / 'results' / 'runs'
 
@@ -188,7 +192,21 @@ class MetricsLogger:
 
   def __init__(self, run_dir: os.PathLike, node: str,
                tensorboard: bool = True, time_delta_s: float = 0.0,
-               step_key: Optional[str] = None):
+               step_key: Optional[str] = None,
+               window_means: Sequence[str] = ()):
+    """A logger for one node.
+
+    Args:
+      run_dir: the run record.
+      node: the node's name ('learner', 'actor/3').
+      tensorboard: also write TensorBoard scalars.
+      time_delta_s: write at most one row per this many seconds; the writes
+        in between are dropped, except for `window_means`.
+      step_key: the key whose value is TensorBoard's step.
+      window_means: keys written as their mean over every write since the
+        last row, so that a per-update diagnostic (a 0/1 "gradient clipped")
+        becomes the fraction of the updates in the period, not one sample.
+    """
     self._node = node
     self._csv = AppendOnlyCsv(
         pathlib.Path(run_dir) / METRICS_DIR / f'{_safe(node)}.csv')
@@ -200,12 +218,25 @@ class MetricsLogger:
     self._step_key = step_key
     self._writes = 0
     self._start = time.time()
+    self._window_keys = tuple(window_means)
+    self._window_sums: Dict[str, float] = {}
+    self._window_counts: Dict[str, int] = {}
 
   def write(self, values: Mapping[str, Any]) -> None:
+    for key in self._window_keys:
+      if values.get(key) is not None:
+        self._window_sums[key] = self._window_sums.get(key, 0.0) + float(
+            values[key])
+        self._window_counts[key] = self._window_counts.get(key, 0) + 1
     now = time.time()
     if now - self._last_write < self._time_delta_s:
       return
     self._last_write = now
+    values = dict(values)
+    for key, total in self._window_sums.items():
+      values[key] = total / self._window_counts[key]
+    self._window_sums.clear()
+    self._window_counts.clear()
     row = {'wall_time_s': round(now - self._start, 3),
            'unix_time': round(now, 3), **values}
     self._csv.append(row)
@@ -333,6 +364,23 @@ class RunRecord:
 
   def read_evaluation_episodes(self) -> List[Dict[str, Any]]:
     return [_typed(row) for row in read_csv_rows(self.run_dir / EVALUATION_FILE)]
+
+  def write_final_evaluation(self, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Writes the final evaluation whole, atomically (replacing any)."""
+    columns = list(FINAL_EVALUATION_COLUMNS) + sorted(
+        {k for row in rows for k in row} - set(FINAL_EVALUATION_COLUMNS))
+    atomic_write_bytes(
+        self.run_dir / FINAL_EVALUATION_FILE,
+        _csv_line(columns) + b''.join(
+            _csv_line([_format_cell(row.get(c)) for c in columns])
+            for row in rows))
+
+  def read_final_evaluation(self) -> Optional[List[Dict[str, Any]]]:
+    """The final evaluation's episodes; None if the run has none."""
+    path = self.run_dir / FINAL_EVALUATION_FILE
+    if not path.exists():
+      return None
+    return [_typed(row) for row in read_csv_rows(path)]
 
 
 def _typed(row: Mapping[str, str]) -> Dict[str, Any]:

@@ -155,6 +155,32 @@ def test_initial_priorities_equal_the_double_q_td_error(catch_server):
   assert counter.counts['actor_steps'] == steps
 
 
+def test_truncated_episodes_bootstrap_their_priorities_from_their_own_state(
+    catch_server):
+  """A time-limit cut-off (Ape-X's 50,000-frame cap) bootstraps from x_T.
+
+  Catch's 9-step episodes are cut at 4 steps, so every episode's tail has a
+  non-zero discount, and its transitions wait in the actor's send buffer
+  (batches of 10) while the next episode starts: their priorities must still
+  come from the truncated state's Q-values, not the next episode's first.
+  """
+  config, client = catch_server
+  network = CatchQNetwork()
+  actor = actor_lib.ApeXDQNActor(UInt8Catch(seed=3), network, client, config,
+                                 actor_id=1, frames_per_step=1)
+  for _ in range(5):
+    assert actor.run_episode(max_steps=4)['episode_steps'] == 4
+  actor.flush()
+  items = _all_items(client, config.replay_table_name, 20)
+  assert len(items) == 20
+  bootstrapped = 0
+  for priority, data in items.values():
+    bootstrapped += float(data[3]) > 0.0
+    expected = _numpy_double_q_priority(network, data)
+    assert priority == pytest.approx(expected, rel=1e-5, abs=1e-6)
+  assert bootstrapped == 20  # No episode reached its terminal step.
+
+
 def test_epsilon_follows_the_paper_schedule(catch_server):
   config, client = catch_server
   for i in range(config.num_actors):

@@ -198,6 +198,23 @@ def test_step_matches_numpy_reference(jit_compile):
     metrics = learner.step()
     np.testing.assert_allclose(metrics['loss'], loss, rtol=1e-5)
     np.testing.assert_allclose(metrics['gradient_norm'], norm, rtol=1e-5)
+    # Diagnostics, from the same numpy quantities.
+    x = sample.data.observation.numpy().astype(np.float64)
+    q = x @ w + b
+    taken = q[np.arange(len(q)), sample.data.action.numpy()]
+    iw = (sample.info.table_size.numpy() * sample.info.probability.numpy()
+          ) ** -config.importance_sampling_exponent
+    iw = iw / iw.max()
+    for key, expected in (('mean_q', taken.mean()), ('max_q', q.max()),
+                          ('mean_abs_td_error', priorities.mean()),
+                          ('importance_weight_min', iw.min()),
+                          ('importance_weight_mean', iw.mean())):
+      np.testing.assert_allclose(metrics[key], expected, rtol=1e-5,
+                                 atol=1e-6, err_msg=key)
+    assert metrics['replay_size'] == 12
+    assert metrics['items_inserted'] == 12
+    assert metrics['samples_per_insert'] == pytest.approx(
+        metrics['items_sampled'] / 12)
     np.testing.assert_allclose(net.linear.w.numpy(), w1, rtol=1e-4,
                                atol=1e-6)
     np.testing.assert_allclose(net.linear.b.numpy(), b1, rtol=1e-4,

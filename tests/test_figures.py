@@ -99,10 +99,15 @@ def runs(tmp_path_factory):
   # Fig. 7: 6 fixed epsilons.
   add('fig7', 'apex-fixed-eps', {**APEX, 'num_actors': 256,
                                  'epsilon_variant': 'fixed_set'})
-  # Fig. 12: uniform replay at 8 and 256 actors.
+  # Fig. 12: uniform replay at 8 and 256 actors, with both learning rates;
+  # 0.00025 ends higher, so the figure must show it.
   for n in (8, 256):
     add('fig12', f'apex-uniform-n{n}', {**APEX, 'num_actors': n,
-                                         'prioritized': False}, level=0.3)
+                                         'prioritized': False,
+                                         'learning_rate': 0.00025}, level=0.3)
+    add('fig12', f'apex-uniform-slow-n{n}',
+        {**APEX, 'num_actors': n, 'prioritized': False,
+         'learning_rate': 0.00025 / 4}, level=0.1)
   # Ape-X DPG (Fig. 3).
   for n in (16, 64):
     add('fig3', f'dpg-n{n}', {'agent': 'apex_dpg', 'game': 'humanoid_walk',
@@ -260,9 +265,16 @@ def test_apex_fig12_prioritized_vs_uniform(runs, tmp_path):
                     'pong, 8 actors', 'pong, 256 actors']
   for ax in result.figure.axes:
     assert _ours(ax) == ['prioritized', 'uniform']
-    colors = [l.get_color() for l in ax.get_lines()
-              if l.get_gid() == figures.OURS]
-    assert colors == ['tab:blue', 'tab:red']
+    lines = [l for l in ax.get_lines() if l.get_gid() == figures.OURS]
+    assert [l.get_color() for l in lines] == ['tab:blue', 'tab:red']
+    # The better learning rate's run (level 0.3), not their average.
+    top = 20.0 if ax.get_title().startswith('pong') else 300.0
+    assert lines[1].get_ydata()[-1] == pytest.approx(0.3 * top)
+  # The footer names each choice and the final scores it was made on (the
+  # last 10% of the training-time episodes: the last one, score + 1).
+  footer = ' '.join(' '.join(t.get_text() for t in result.figure.texts).split())
+  assert 'pong 8 actors uniform: lr 0.00025 (6.25e-05 -> 3.0, 0.00025 -> ' \
+         '7.0)' in footer, footer
 
 
 def test_apex_fig3_dpg(runs, tmp_path):

@@ -19,6 +19,7 @@ import reverb
 import tensorflow as tf
 import tree
 
+from agents import optimizers
 from agents.impala import config as config_lib
 from agents.impala import learning
 from agents.impala import queue as queue_lib
@@ -73,6 +74,7 @@ def _batch(seed=0, network=None, use_lstm=True):
       discount=discount,
       behaviour_logits=rng.normal(size=(BATCH, steps, NUM_ACTIONS)).astype(
           np.float32),
+      behaviour_version=rng.integers(0, 5, (BATCH, steps)).astype(np.int64),
       core_state=core_state)
 
 
@@ -144,8 +146,10 @@ def np_loss(batch, logits_all, values_all, config):
   entropy = -np.sum(np.exp(log_pi) * log_pi, -1)
   entropy_loss = -np.sum(entropy)
   total = pg + 0.5 * baseline + 0.01 * entropy_loss
+  rhos = np.exp(log_rhos)
   return dict(total_loss=total, pg_loss=pg, baseline_loss=baseline,
-              entropy_loss=entropy_loss)
+              entropy_loss=entropy_loss, mean_rho=rhos.mean(),
+              rho_clipped_fraction=(rhos > 1.0).mean())
 
 
 def _network_outputs(network, batch):
@@ -162,6 +166,7 @@ def _network_outputs(network, batch):
 
 def test_config_corrections_are_vtraces():
   assert config_lib.CORRECTIONS == vtrace.CORRECTIONS
+  assert config_lib.RMSPROP_STYLES == optimizers.RMSPROPS
 
 
 def test_config_module_does_not_import_tensorflow():
@@ -260,12 +265,76 @@ def test_update_is_clipped_rmsprop_with_eps_inside_the_root():
   scale = config.max_gradient_norm / norm
   metrics = _learner(config, batch, network).step()
   np.testing.assert_allclose(metrics['gradient_norm'], norm, rtol=1e-4)
+  assert metrics['gradient_clipped'] == 1.0
   for p, b, g in zip(params, before, grads):
     g = g * scale
     ms = config.rmsprop_decay * 1.0 + (1 - config.rmsprop_decay) * g**2
     expected = b - config.learning_rate * g / np.sqrt(ms +
                                                       config.rmsprop_epsilon)
     np.testing.assert_allclose(p.numpy(), expected, rtol=1e-5, atol=1e-7)
+
+
+def test_pytorch_rmsprop_puts_eps_outside_the_root_and_starts_at_zero():
+  """The diagnostic optimizer: theta -= lr g / (sqrt((1 - decay) g^2) + eps)."""
+  config = _config(rmsprop_style='pytorch', max_gradient_norm=1e6)
+  network = impala_networks.make_network_from_config(config, NUM_ACTIONS)
+  impala_networks.create_variables(network,
+                                   tf.TensorSpec([FEATURES], tf.float32))
+  batch = _batch(3, network)
+  with tf.GradientTape() as tape:
+    loss = learning.impala_loss(network, learning.time_major(batch),
+                                config)['total_loss']
+  params = network.trainable_variables
+  grads = [g.numpy() for g in tape.gradient(loss, params)]
+  before = [p.numpy() for p in params]
+  metrics = _learner(config, batch, network).step()
+  assert metrics['gradient_clipped'] == 0.0
+  for p, b, g in zip(params, before, grads):
+    ms = (1 - config.rmsprop_decay) * g**2
+    expected = b - config.learning_rate * g / (np.sqrt(ms) +
+                                               config.rmsprop_epsilon)
+    np.testing.assert_allclose(p.numpy(), expected, rtol=1e-5, atol=1e-7)
+
+
+def test_policy_lag_counts_updates_since_the_behaviour_parameters():
+  # Step 7; versions 5, 7, 3 and two unknown (-1): lags 2, 0, 4.
+  versions = tf.constant([[5, -1], [7, 3], [-1, -1]], tf.int64)
+  lag = learning.policy_lag(tf.constant(7, tf.int64), versions)
+  np.testing.assert_allclose(lag.numpy(), 2.0)
+  unknown = learning.policy_lag(tf.constant(7, tf.int64),
+                                -tf.ones([2, 2], tf.int64))
+  assert unknown.numpy() == -1.0
+
+
+def test_step_reports_the_policy_lag_of_its_batch():
+  config = _config()
+  network = impala_networks.make_network_from_config(config, NUM_ACTIONS)
+  batch = _batch(5, network)
+  learner = _learner(config, batch, network)
+  # The bootstrap step's version is never the behaviour of a transition.
+  versions = np.asarray(batch.behaviour_version)[:, :-1]
+  for step in range(2):
+    metrics = learner.step()
+    np.testing.assert_allclose(metrics['policy_lag'],
+                               np.mean(step - versions), rtol=1e-6)
+
+
+def test_replayed_trajectories_do_not_advance_the_anneal():
+  """Sec. 5.2.2 mixing: half of each batch is replay, so half is new frames.
+
+  The anneal must reach 0 when the actors have made total_frames, not when
+  the learner has consumed that many (half of them twice).
+  """
+  fresh = (BATCH // 2) * UNROLL * 4
+  config = _config(replay_proportion=0.5, total_frames=4 * fresh,
+                   learning_rate=0.01)
+  assert config.frames_per_learner_step == fresh
+  learner = _learner(config, _batch(4, impala_networks.make_network_from_config(
+      config, NUM_ACTIONS)))
+  rates = [learner.step()['learning_rate'] for _ in range(5)]
+  np.testing.assert_allclose(rates, [0.01, 0.0075, 0.005, 0.0025, 0.0],
+                             atol=1e-9)
+  assert learner.num_frames == 5 * fresh
 
 
 def test_learning_rate_anneals_linearly_to_zero_by_frames():

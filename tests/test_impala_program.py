@@ -13,8 +13,10 @@ from reproductions import run_records
 
 from conftest import kill_node_once_learning, run_module
 
+# No final evaluation unless a test asks for one (`--final_episodes N` later
+# on the command line wins).
 _CATCH_ARGS = ['--environment', 'catch', '--set', 'learning_rate=0.006',
-               '--set', 'batch_size=16']
+               '--set', 'batch_size=16', '--final_episodes', '0']
 
 
 def test_impala_program_solves_catch_within_bounded_learner_steps(tmp_path):
@@ -110,6 +112,26 @@ def test_a_restarted_impala_learner_resumes_from_its_checkpoint(tmp_path):
   assert learner['learner_frames'] > 100 * 16 * 20
 
 
+def test_a_frame_bound_is_the_learning_rate_anneal_horizon():
+  """Table G.1 anneals "to 0 from start to end of training": a run bounded
+  by frames anneals over them; one bounded by time keeps 200M and records
+  it; an explicit --set wins."""
+  from launch_programs import distributed  # pylint: disable=g-import-not-at-top
+  from launch_programs import impala  # pylint: disable=g-import-not-at-top
+  from launch_programs import program_config  # pylint: disable=g-import-not-at-top
+  bounded = program_config.ProgramConfig(max_actor_frames=5_000_000)
+  builder = distributed.make_builder(impala.Builder, bounded)
+  assert builder.config.total_frames == 5_000_000
+  timed = distributed.make_builder(impala.Builder,
+                                   program_config.ProgramConfig())
+  assert timed.config.total_frames == 200_000_000
+  assert distributed.record_config(timed, program_config.ProgramConfig())[
+      'learning_rate_anneal_frames'] == 200_000_000
+  explicit = distributed.make_builder(impala.Builder, bounded,
+                                      total_frames=10**9)
+  assert explicit.config.total_frames == 10**9
+
+
 def test_multi_task_program_gives_each_game_its_actors_and_evaluator(tmp_path):
   """Table 4's multi-task row: fixed actors per game, 18 actions, per-game
   evaluation nodes; bounded to a few learner steps on the shallow network."""
@@ -118,7 +140,7 @@ def test_multi_task_program_gives_each_game_its_actors_and_evaluator(tmp_path):
       ['--environment', 'atari/pong,atari/breakout', '--num_actors', '4',
        '--actors_per_node', '2', '--set', 'action_set=full',
        '--set', 'network=shallow', '--set', 'batch_size=4',
-       '--minutes', '3', '--max_learner_steps', '3',
+       '--minutes', '3', '--max_learner_steps', '3', '--final_episodes', '1',
        '--runs_root', str(tmp_path), '--run_id', 'mt'],
       timeout_s=300)
   output = result['output']
@@ -135,6 +157,12 @@ def test_multi_task_program_gives_each_game_its_actors_and_evaluator(tmp_path):
   for actor in ('actor/0', 'actor/1'):  # each: a pong and a breakout actor
     assert summary['nodes'][actor]['items_sent'] > 0
   assert record.read_config()['impala']['action_set'] == 'full'
+  # The final evaluation scores each game of the one agent (Table 4).
+  final = record.read_final_evaluation()
+  assert sorted(e['game'] for e in final) == ['breakout', 'pong'], final
+  # One checkpoint, the learner's last: saved after the summary's snapshot.
+  (steps,) = {e['learner_steps'] for e in final}
+  assert steps >= summary['nodes']['learner']['learner_steps']
   # Bad multi-task requests name what is valid.
   bad = run_module('launch_programs.impala',
                    ['--environment', 'atari/pong,atari/breakout',

@@ -10,7 +10,8 @@ from conftest import run_module
 
 def test_main_job_runs_apex_on_pong_and_leaves_curve_and_scores(tmp_path):
   result = run_module('launch_programs.main',
-                      ['--minutes', '2', '--runs_root', str(tmp_path)],
+                      ['--minutes', '2', '--final_episodes', '2',
+                       '--runs_root', str(tmp_path)],
                       timeout_s=300)
   output = result['output']
   assert result['returncode'] == 0, output[-5000:]
@@ -25,3 +26,10 @@ def test_main_job_runs_apex_on_pong_and_leaves_curve_and_scores(tmp_path):
   scores = pathlib.Path(run_dir, 'scores.md').read_text()
   assert 'pong' in scores and 'median HNS = ' in scores
   assert record.read_evaluation_episodes(), 'no evaluation episode recorded'
+  # The score is the final evaluation's: 2 episodes of the last checkpoint.
+  final = record.read_final_evaluation()
+  assert [e['episode'] for e in final] == [0, 1], final
+  assert all(e['game'] == 'pong' and -21 <= e['score'] <= 21 for e in final)
+  assert record.read_summary()['final_evaluation']['games']['pong'][
+      'episodes'] == 2
+  assert 'final-evaluation episodes' in scores

@@ -97,13 +97,30 @@ class ExperimentMatrixTest(unittest.TestCase):
     self.assertEqual({r.config['epsilon_variant'] for r in fig7},
                      {'per_actor', 'fixed_set'})
     fig12 = experiments.get('apex_fig12').runs('paper', ['pong'])
-    lrs = {r.config['prioritized']: r.config['learning_rate'] for r in fig12}
-    self.assertEqual(lrs, {True: 0.00025 / 4, False: 0.00025})
+    # "For both prioritized and uniform, we tried both of these learning
+    # rates and selected the best" (Fig. 12 caption).
+    self.assertEqual(
+        sorted({(r.num_actors, r.config['prioritized'],
+                 r.config['learning_rate']) for r in fig12}),
+        sorted((n, p, lr) for n in (8, 16, 32, 64, 128, 256)
+               for p in (False, True) for lr in (0.00025 / 4, 0.00025)))
+    self.assertEqual(len(fig12), 24)
     t2 = experiments.get('impala_table2').runs('paper', ['pong'])
     self.assertEqual(
         {(r.config['correction'], r.config['replay_mixing']) for r in t2},
         {(c, m) for c in ('vtrace', 'one_step_is', 'epsilon_correction', 'none')
          for m in (False, True)})
+    # Table D.3: 10,000 trajectories, in both profiles; 21 frame stacks of
+    # 84x84x4 bytes each, 5.9 GB.
+    for profile in ('paper', 'local'):
+      mixing = [r for r in experiments.get('impala_table2').runs(
+          profile, ['pong']) if r.config['replay_mixing']]
+      self.assertEqual({r.config['replay_capacity'] for r in mixing},
+                       {10_000}, profile)
+      for run in mixing:
+        self.assertAlmostEqual(
+            run.replay_capacity * run.transition_bytes / 1e9,
+            10_000 * 21 * 84 * 84 * 4 / 1e9)
     t4 = experiments.get('impala_table4').runs('paper')
     variants = {r.config['variant'] for r in t4}
     self.assertEqual(variants, {'shallow_expert', 'deep_expert',

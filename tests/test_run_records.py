@@ -51,6 +51,25 @@ def test_layout_and_round_trip(tmp_path):
   assert [r.run_id for r in run_records.list_runs(tmp_path)] == ['demo-1']
 
 
+def test_window_means_average_every_write_of_the_period(tmp_path,
+                                                        monkeypatch):
+  clock = [1000.0]
+  monkeypatch.setattr(run_records.time, 'time', lambda: clock[0])
+  record = run_records.RunRecord.create('demo', {}, {}, root=tmp_path,
+                                        run_id='w')
+  logger = record.metrics_logger('learner', tensorboard=False,
+                                 time_delta_s=5.0,
+                                 window_means=('clipped',))
+  # Rows at t = 0 and t = 5; the writes at 1-4 are dropped but counted.
+  for t, step, clipped in ((0, 1, 1.0), (1, 2, 0.0), (2, 3, 1.0), (3, 4, 1.0),
+                           (4, 5, 0.0), (5, 6, 0.0)):
+    clock[0] = 1000.0 + t
+    logger.write({'step': step, 'clipped': clipped})
+  rows = record.read_metrics('learner')
+  assert [r['step'] for r in rows] == [1, 6]
+  assert [r['clipped'] for r in rows] == [1.0, 2.0 / 5.0]
+
+
 def test_refuses_to_overwrite_a_run(tmp_path):
   run_records.RunRecord.create('demo', {}, {}, root=tmp_path, run_id='x')
   with pytest.raises(FileExistsError, match='exists'):

@@ -24,6 +24,10 @@ class ApeXDQNBuilder(builders.ActorLearnerBuilder):
 
   name = 'apex_dqn'
   config_class = config_lib.ApeXDQNConfig
+  # NOT STATED: Sec. 4.1 evaluates under no-op starts without an episode
+  # count; 30 is the count of DQN's protocol (Mnih et al. 2015), which Ape-X
+  # cites for the regime.
+  final_evaluation_episodes = 30
 
   @classmethod
   def make_config(cls, profile: str, environment: str,
@@ -108,7 +112,9 @@ class ApeXDQNBuilder(builders.ActorLearnerBuilder):
     return learning.ApeXDQNLearner(
         self.make_network(spec), self.make_network(spec),
         replay_client=replay, config=self.config, counter=counter,
-        logger=record.metrics_logger('learner', time_delta_s=5.0),
+        logger=record.metrics_logger(
+            'learner', time_delta_s=5.0,
+            window_means=learning.PERIOD_MEAN_METRICS),
         checkpoint_dir=str(record.checkpoint_dir / 'learner'),
         observation_spec=specs.make_environment_spec(environment).observations,
         input_pipeline_cpus=input_pipeline_cpus,
@@ -136,14 +142,16 @@ class ApeXDQNBuilder(builders.ActorLearnerBuilder):
         frames_per_step=self.frames_per_step,
         seed=self.seed * 10_000 + actor_ids[0])
 
-  def make_evaluation_policy(self, index: int) -> Tuple[Any, Any]:
+  def make_evaluation_policy(self, index: int, seed: Optional[int] = None
+                             ) -> Tuple[Any, Any]:
     from agents.apex_dqn import evaluation  # pylint: disable=g-import-not-at-top
     environment = self.make_environment(
-        evaluation=True, seed=self.seed * 10_000 + 9_999 + index)
+        evaluation=True,
+        seed=self.seed * 10_000 + 9_999 + index if seed is None else seed)
     spec = self._spec(environment)
     return environment, evaluation.EpsilonGreedyPolicy(
         self.make_network(spec), environment.observation_spec(), spec[1],
-        self.config, seed=self.seed + index)
+        self.config, seed=self.seed + index if seed is None else seed)
 
   # --- Paper experiments ------------------------------------------------------
 

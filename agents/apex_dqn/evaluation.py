@@ -33,6 +33,11 @@ class EpsilonGreedyPolicy:
                        output_type=tf.int32)
     self._greedy = greedy
 
+  @property
+  def network(self):
+    """The network the learner's 'policy' collection (and checkpoint) fill."""
+    return self._network
+
   def assign(self, values: Sequence[np.ndarray]) -> None:
     for variable, value in zip(self._network.variables, values):
       variable.assign(value)

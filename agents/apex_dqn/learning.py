@@ -50,6 +50,14 @@ from agents.apex_dqn import config as config_lib
 from agents.apex_dqn import targets
 from agents.replay import prioritized
 
+# Per-update diagnostics computed inside the compiled step (Q scale, |TD|,
+# importance weights); the run record averages them over each report period.
+DIAGNOSTICS = ('mean_q', 'max_q', 'mean_abs_td_error',
+               'importance_weight_min', 'importance_weight_mean')
+PERIOD_MEAN_METRICS = ('loss', 'gradient_norm', 'mean_priority') + DIAGNOSTICS
+# Seconds between the learner's questions to the replay about its counts.
+REPLAY_STATS_PERIOD_S = 5.0
+
 
 class ApeXDQNLearner(learner_runtime.DistributedLearner):
   """The Ape-X DQN learner: Acme-style step()/run()/get_variables()."""
@@ -140,6 +148,8 @@ class ApeXDQNLearner(learner_runtime.DistributedLearner):
     self._steps_this_run = 0
     self._last_loss = None
     self._last_grad_norm = None
+    self._replay_stats: Dict[str, Any] = {}
+    self._replay_stats_time = -float('inf')
 
   # ---------------------------------------------------------------------------
   # Learning.
@@ -175,11 +185,19 @@ class ApeXDQNLearner(learner_runtime.DistributedLearner):
     updated = tf.cond(
         tf.equal(steps % c.target_update_period, 0), copy,
         lambda: tf.constant(False))
+    q_taken = tf.gather(q, tf.cast(action, tf.int32), batch_dims=1)
     return {
         'loss': out.loss,
         'priorities': out.priorities,
         'gradient_norm': grad_norm,
         'target_updated': updated,
+        # Diagnostics: the scale of the values, how far the targets are from
+        # them, and how strongly prioritization is being corrected for.
+        'mean_q': tf.reduce_mean(q_taken),
+        'max_q': tf.reduce_max(q),
+        'mean_abs_td_error': tf.reduce_mean(tf.abs(out.td_error)),
+        'importance_weight_min': tf.reduce_min(weights),
+        'importance_weight_mean': tf.reduce_mean(weights),
     }
 
   def _log_wait(self, error: BaseException) -> None:
@@ -210,9 +228,33 @@ class ApeXDQNLearner(learner_runtime.DistributedLearner):
         'gradient_norm': self._last_grad_norm,
         'target_updated': bool(out['target_updated'].numpy()),
         'mean_priority': float(np.mean(priorities)),
+        'replay_size': int(np.asarray(info.table_size).reshape(-1)[0]),
     }
+    for key in DIAGNOSTICS:
+      metrics[key] = float(out[key].numpy())
+    metrics.update(self._replay_rates())
     self._after_update(metrics)
     return metrics
+
+  def _replay_rates(self) -> Dict[str, Any]:
+    """Items inserted and sampled so far, and samples per insert, from the
+    server at most every REPLAY_STATS_PERIOD_S (one cheap RPC)."""
+    now = time.time()
+    if self._client is not None and (
+        now - self._replay_stats_time >= REPLAY_STATS_PERIOD_S):
+      self._replay_stats_time = now
+      try:
+        sizes = prioritized.table_sizes(self._client,
+                                        self._config.replay_table_name)
+      except Exception:  # pylint: disable=broad-except
+        return self._replay_stats
+      inserted, sampled = sizes['items_inserted'], sizes['items_sampled']
+      self._replay_stats = {
+          'items_inserted': inserted, 'items_sampled': sampled,
+          # Ape-X Sec. 3: the learner's replay ratio; each sampled batch is
+          # `batch_size` samples of distinct-or-not items.
+          'samples_per_insert': sampled / inserted if inserted else None}
+    return self._replay_stats
 
   def wait_for_priority_writes(self) -> None:
     """Waits for the priority write in flight (tests)."""

@@ -111,10 +111,11 @@ class Lane:
     self.episode_steps = 0
     self.episode_start = time.time()
 
-  def step_fields(self, behaviour_logits: np.ndarray) -> Dict[str, Any]:
+  def step_fields(self, behaviour_logits: np.ndarray,
+                  behaviour_version: Optional[int]) -> Dict[str, Any]:
     return queue_lib.make_step(self.observation, self.first, self.last_action,
                                self.last_reward, self.discount,
-                               behaviour_logits)
+                               behaviour_logits, behaviour_version)
 
 
 class ImpalaActor:
@@ -321,7 +322,8 @@ class ImpalaActor:
       logits = logits.numpy()
     actions = self._sample(logits)
     for i, env in enumerate(self._envs):
-      env.writer.append(env.step_fields(logits[i]), self._core_state(i))
+      env.writer.append(env.step_fields(logits[i], self._parameter_version),
+                        self._core_state(i))
     for env, action in zip(self._envs, actions):
       timestep = env.environment.step(int(action))
       reward = float(timestep.reward)
@@ -361,7 +363,8 @@ class ImpalaActor:
     # are computed next unroll, after the next fetch.
     placeholder = np.zeros([self._num_actions], np.float32)
     for i, env in enumerate(self._envs):
-      env.writer.append(env.step_fields(placeholder), self._core_state(i))
+      env.writer.append(env.step_fields(placeholder, None),
+                        self._core_state(i))
     sent = all([env.writer.wait() for env in self._envs])
     self._unrolls += 1
     if self._unrolls == 1 and self._after_first_unroll is not None:

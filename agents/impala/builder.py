@@ -31,6 +31,8 @@ class ImpalaBuilder(builders.ActorLearnerBuilder):
   # while the actors' start-up (environments, tracing, first unroll) is the
   # launch's critical path.
   actors_pin_late = True
+  # Sec. 5.3.2: "each game-score is the mean over 200 evaluation episodes".
+  final_evaluation_episodes = 200
 
   @classmethod
   def make_config(cls, profile: str, environment: str,
@@ -41,6 +43,14 @@ class ImpalaBuilder(builders.ActorLearnerBuilder):
     if not environment.startswith('atari/'):
       overrides = {'network': 'mlp', 'action_repeat': 1, **overrides}
     return make(**overrides)
+
+  @classmethod
+  def schedule_overrides(cls, max_actor_frames: Optional[int]
+                         ) -> Dict[str, Any]:
+    """Table G.1: "linear anneal to 0 from start to end of training", so a
+    frame-bounded run anneals over its own frames; a run bounded only by
+    time keeps the profile's horizon (run_record_config records it)."""
+    return {'total_frames': int(max_actor_frames)} if max_actor_frames else {}
 
   @classmethod
   def default_actors_per_node(cls, profile: str) -> int:
@@ -72,6 +82,7 @@ class ImpalaBuilder(builders.ActorLearnerBuilder):
     return {**super().run_record_config(),
             'architecture': c.network, 'correction': c.correction,
             'replay_mixing': c.replay_proportion > 0,
+            'learning_rate_anneal_frames': c.total_frames,
             **({'replay_capacity': c.replay_capacity,
                 'replay_fraction': c.replay_proportion}
                if c.replay_proportion > 0 else {})}
@@ -123,7 +134,9 @@ class ImpalaBuilder(builders.ActorLearnerBuilder):
     record = run_records.RunRecord(run_dir)
     return learning.ImpalaLearner(
         network, config=self.config, counter=counter,
-        logger=record.metrics_logger('learner', time_delta_s=5.0),
+        logger=record.metrics_logger(
+            'learner', time_delta_s=5.0,
+            window_means=learning.PERIOD_MEAN_METRICS),
         checkpoint_dir=str(record.checkpoint_dir / 'learner'),
         make_dataset=functools.partial(
             queue.make_dataset, replay.server_address, self.config, signature,
@@ -161,14 +174,16 @@ class ImpalaBuilder(builders.ActorLearnerBuilder):
         after_first_unroll=after_start,
         inference=inference[0] if inference else None)
 
-  def make_evaluation_policy(self, index: int) -> Tuple[Any, Any]:
+  def make_evaluation_policy(self, index: int, seed: Optional[int] = None
+                             ) -> Tuple[Any, Any]:
     from agents.impala import evaluation  # pylint: disable=g-import-not-at-top
     environment, network = self._build(
-        self.environments[index], seed=self.seed * 10_000 + 9_000 + index,
+        self.environments[index],
+        seed=self.seed * 10_000 + 9_000 + index if seed is None else seed,
         evaluation=True)
     return environment, evaluation.SampledPolicy(
         network, environment.observation_spec(), self.config,
-        seed=self.seed + index)
+        seed=self.seed + index if seed is None else seed)
 
   # --- Paper experiments ------------------------------------------------------
 

@@ -32,6 +32,8 @@ SHALLOW_VARIANTS = ('a3c', 'nature')
 REWARD_CLIPPINGS = ('abs_one', 'soft_asymmetric', 'none')
 # App. G: experts use each game's minimal set, the multi-task agent all 18.
 ACTION_SETS = ('minimal', 'full')
+# agents/optimizers.RMSPROPS (not imported here: it pulls in TensorFlow).
+RMSPROP_STYLES = ('tf1', 'pytorch')
 # Table 1, "Distributed": IMPALA 150 actors; optimised 375; optimised with
 # batch 128, 500.
 DISTRIBUTED_NUM_ACTORS = (150, 375, 500)
@@ -96,6 +98,10 @@ class ImpalaConfig:
   rmsprop_epsilon: float = 0.01
   # NOT STATED for Atari (App. G lists no decay); [CODE] --decay default 0.99.
   rmsprop_decay: float = 0.99
+  # [CODE]: tf.train.RMSPropOptimizer ('tf1': eps inside the root, mean square
+  # started at 1). 'pytorch' (eps outside, started at 0) is a diagnostic
+  # only, not the paper's (agents/optimizers.py).
+  rmsprop_style: str = 'tf1'
   # Table G.1: "Global gradient-norm clip 40.0".
   max_gradient_norm: float = 40.0
   # Sec. 5.3.2: experts are "trained for 200 million frames"; the anneal
@@ -169,8 +175,12 @@ class ImpalaConfig:
   # --- Derived quantities ---------------------------------------------------
   @property
   def frames_per_learner_step(self) -> int:
-    """batch * unroll * action repeats: emulator frames per update ([CODE])."""
-    return self.batch_size * self.unroll_length * self.action_repeat
+    """New emulator frames per update: queue items * unroll * repeats.
+
+    [CODE] counts batch * unroll * action repeats; with replay mixing only
+    the queue's share of the batch is new (agents/impala/learning.py).
+    """
+    return self.queue_batch_size * self.unroll_length * self.action_repeat
 
   @property
   def replay_batch_size(self) -> int:
@@ -230,6 +240,7 @@ class ImpalaConfig:
     choice('shallow_variant', SHALLOW_VARIANTS)
     choice('reward_clipping', REWARD_CLIPPINGS)
     choice('action_set', ACTION_SETS)
+    choice('rmsprop_style', RMSPROP_STYLES)
     check(0.0 <= self.discount <= 1.0, 'discount', 'in [0, 1]')
     check(self.baseline_cost >= 0.0, 'baseline_cost', '>= 0')
     check(self.entropy_cost >= 0.0, 'entropy_cost', '>= 0')

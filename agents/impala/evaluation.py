@@ -33,6 +33,11 @@ class SampledPolicy:
                                                          config.jit_compile)
     self._assign = impala_networks.make_assign(network)
 
+  @property
+  def network(self):
+    """The network the learner's 'policy' collection (and checkpoint) fill."""
+    return self._network
+
   def assign(self, values: Sequence[np.ndarray]) -> None:
     self._assign([np.asarray(v) for v in values])
 

@@ -23,7 +23,8 @@ One learner step, on a batch of B trajectories of n + 1 steps
   5. clip the global gradient norm at 40 (Table G.1), RMSProp step with the
      learning rate lr0 * (1 - frames / total_frames), frames counted before
      this step ([CODE]: polynomial_decay on the frame counter that the train
-     op then advances by batch * unroll * action repeats).
+     op then advances by batch * unroll * action repeats; with replay mixing
+     only the queue's share of the batch counts, as only it is new).
 Steps 1-5 are one `tf.function(jit_compile=config.jit_compile)`.
 
 RMSProp, TF1-style as in [CODE] (uncentered, eps inside the root, the
@@ -52,6 +53,14 @@ from agents.impala import config as config_lib
 from agents.impala import queue as queue_lib
 from agents.impala import vtrace
 from networks import impala as impala_networks
+
+# Per-update metrics that the run record averages over each report period
+# (a single update's 0/1 "gradient clipped" says little; the fraction does).
+PERIOD_MEAN_METRICS = ('total_loss', 'pg_loss', 'baseline_loss',
+                       'entropy_loss', 'mean_entropy', 'mean_value_target',
+                       'mean_rho', 'rho_clipped_fraction', 'gradient_norm',
+                       'gradient_clipped', 'policy_lag')
+
 
 def clip_rewards(rewards: tf.Tensor, clipping: str) -> tf.Tensor:
   """Table G.1's [-1, 1] clipping, or [CODE]'s DMLab-30 'soft_asymmetric'.
@@ -95,7 +104,8 @@ def impala_loss(network: impala_networks.ImpalaNetwork,
 
   Returns:
     total_loss, pg_loss, baseline_loss, entropy_loss (all summed over time
-    and batch), plus the mean entropy and mean value target for logging.
+    and batch), plus diagnostics: the mean entropy, the mean value target,
+    the mean rho and the share of rhos above rho_bar.
   """
   inputs = impala_networks.ImpalaInputs(
       observation=trajectory.observation,
@@ -118,9 +128,10 @@ def impala_loss(network: impala_networks.ImpalaNetwork,
   target_log_probs = vtrace.log_probs_from_logits_and_actions(logits, actions)
   behaviour_log_probs = vtrace.log_probs_from_logits_and_actions(
       behaviour_logits, actions)
+  log_rhos = target_log_probs - behaviour_log_probs
   targets = vtrace.compute_targets(
       config.correction,
-      log_rhos=target_log_probs - behaviour_log_probs,
+      log_rhos=log_rhos,
       discounts=discounts,
       rewards=rewards,
       values=values,
@@ -140,6 +151,8 @@ def impala_loss(network: impala_networks.ImpalaNetwork,
   entropy_loss = -tf.reduce_sum(entropy_per_step)
   total_loss = (pg_loss + config.baseline_cost * baseline_loss +
                 config.entropy_cost * entropy_loss)
+  rhos = tf.exp(log_rhos)
+  rho_bar = config.clip_rho_threshold
   return {
       'total_loss': total_loss,
       'pg_loss': pg_loss,
@@ -147,7 +160,28 @@ def impala_loss(network: impala_networks.ImpalaNetwork,
       'entropy_loss': entropy_loss,
       'mean_entropy': tf.reduce_mean(entropy_per_step),
       'mean_value_target': tf.reduce_mean(targets.vs),
+      'mean_rho': tf.reduce_mean(rhos),
+      # The share of transitions whose rho the correction truncates (V-trace's
+      # rho_bar; 0 when there is no threshold).
+      'rho_clipped_fraction': (
+          tf.reduce_mean(tf.cast(rhos > rho_bar, tf.float32))
+          if rho_bar is not None else tf.constant(0.0)),
   }
+
+
+def policy_lag(learner_step: tf.Tensor,
+               behaviour_version: tf.Tensor) -> tf.Tensor:
+  """Mean updates between the behaviour parameters and this update.
+
+  The lag that V-trace corrects (Sec. 4): the learner's step minus the step
+  of the parameters that computed each transition's behaviour logits.
+  Versions the actors did not know (-1) are left out; -1 if none is known.
+  """
+  version = tf.cast(behaviour_version, tf.float32)
+  known = tf.cast(behaviour_version >= 0, tf.float32)
+  count = tf.reduce_sum(known)
+  lag = tf.reduce_sum(known * (tf.cast(learner_step, tf.float32) - version))
+  return tf.where(count > 0, lag / tf.maximum(count, 1.0), -1.0)
 
 
 def annealed_learning_rate(config: config_lib.ImpalaConfig,
@@ -215,8 +249,8 @@ class ImpalaLearner(learner_runtime.DistributedLearner):
     c = self._config
     self._learning_rate = tf.Variable(c.learning_rate, dtype=tf.float32,
                                       trainable=False, name='learning_rate')
-    self._optimizer = optimizers.tf1_rmsprop(
-        network.trainable_variables, self._learning_rate,
+    self._optimizer = optimizers.rmsprop(
+        c.rmsprop_style, network.trainable_variables, self._learning_rate,
         decay=c.rmsprop_decay, momentum=c.rmsprop_momentum,
         epsilon=c.rmsprop_epsilon, centered=False,
         initial_mean_square=rms_initial_mean_square)
@@ -255,9 +289,17 @@ class ImpalaLearner(learner_runtime.DistributedLearner):
     self._optimizer.apply(clipped, params)
     batch = tf.cast(tf.shape(data.last_reward)[1], tf.int64)
     unroll = tf.cast(tf.shape(data.last_reward)[0] - 1, tf.int64)
-    self._num_frames.assign_add(batch * unroll * c.action_repeat)
+    # Only the queue's trajectories are new frames: the replayed share of a
+    # mixed batch (Sec. 5.2.2) was counted when it was fresh, and counting
+    # it again would end the anneal halfway through the run's frames.
+    fresh = batch - c.replay_batch_size
+    self._num_frames.assign_add(fresh * unroll * c.action_repeat)
+    lag = policy_lag(self._num_steps, data.behaviour_version[:-1])
     self._num_steps.assign_add(1)
-    return dict(losses, gradient_norm=grad_norm, learning_rate=learning_rate)
+    return dict(losses, gradient_norm=grad_norm, learning_rate=learning_rate,
+                gradient_clipped=tf.cast(grad_norm > c.max_gradient_norm,
+                                         tf.float32),
+                policy_lag=lag)
 
   def warm_up(self) -> bool:
     """Compiles the step before the first batch has arrived.
@@ -322,7 +364,7 @@ class ImpalaLearner(learner_runtime.DistributedLearner):
     return int(self._num_frames.numpy())
 
   @property
-  def optimizer(self) -> snt.optimizers.RMSProp:
+  def optimizer(self) -> snt.Module:
     return self._optimizer
 
   @property

@@ -30,6 +30,8 @@ The stored trajectory (`Trajectory`): n + 1 = 21 steps, each holding
   episode), last_action a_{t-1}, last_reward r_{t-1} (raw, clipped by the
   learner), discount (0 where the step before x_t ended an episode, else the
   environment's discount), behaviour_logits (mu's logits at x_t),
+  behaviour_version (the learner step whose parameters computed them, -1
+  when the parameter source does not say; the learner's policy lag),
 plus core_state, the network's core state before x_0 (no time dimension; ()
 for feed-forward networks). Step n of one unroll is step 0 of the next: the
 usual one-step overlap ([CODE]), giving the learner the bootstrap observation
@@ -55,7 +57,7 @@ bootstrap from is replaced by the reset one.
 """
 
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Sequence
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 import reverb
@@ -73,12 +75,13 @@ class Trajectory(NamedTuple):
   last_reward: Any
   discount: Any
   behaviour_logits: Any
+  behaviour_version: Any
   core_state: Any
 
 
 # Per-step fields (everything but core_state).
 STEP_FIELDS = ('observation', 'first', 'last_action', 'last_reward',
-               'discount', 'behaviour_logits')
+               'discount', 'behaviour_logits', 'behaviour_version')
 
 
 def trajectory_signature(observation_spec: Any,
@@ -105,6 +108,8 @@ def trajectory_signature(observation_spec: Any,
       discount=tf.TensorSpec([steps], tf.float32, name='discount'),
       behaviour_logits=tf.TensorSpec([steps, num_actions], tf.float32,
                                      name='behaviour_logits'),
+      behaviour_version=tf.TensorSpec([steps], tf.int64,
+                                      name='behaviour_version'),
       core_state=tree.map_structure(
           lambda s: tf.TensorSpec(s.shape, s.dtype), core_state_spec))
 
@@ -259,14 +264,17 @@ class UnrollWriter:
 
 def make_step(observation: Any, first: bool, last_action: int,
               last_reward: float, discount: float,
-              behaviour_logits: np.ndarray) -> Dict[str, Any]:
-  """One step with the signature's dtypes."""
+              behaviour_logits: np.ndarray,
+              behaviour_version: Optional[int] = None) -> Dict[str, Any]:
+  """One step with the signature's dtypes (version -1 when unknown)."""
   return dict(observation=np.asarray(observation),
               first=np.bool_(first),
               last_action=np.int32(last_action),
               last_reward=np.float32(last_reward),
               discount=np.float32(discount),
-              behaviour_logits=np.asarray(behaviour_logits, np.float32))
+              behaviour_logits=np.asarray(behaviour_logits, np.float32),
+              behaviour_version=np.int64(
+                  -1 if behaviour_version is None else behaviour_version))
 
 
 def _table_dataset(server_address: str, table: str, signature: Trajectory,

@@ -50,6 +50,8 @@ class SmokeBuilder(builders.ActorLearnerBuilder):
   config_class = SmokeConfig
   families = ('catch',)
   critical_groups = ('supervisor', 'replay', 'learner', 'counter')
+  # No evaluation policy, so no final evaluation.
+  final_evaluation_episodes = 0
 
   @classmethod
   def make_config(cls, profile: str, environment: str,
@@ -91,7 +93,8 @@ class SmokeBuilder(builders.ActorLearnerBuilder):
     return nodes.SmokeActor(replay, variable_source, counter, node_index,
                             self.config, self.seed)
 
-  def make_evaluation_policy(self, index: int) -> Tuple[Any, Any]:
+  def make_evaluation_policy(self, index: int, seed: Optional[int] = None
+                             ) -> Tuple[Any, Any]:
     raise NotImplementedError('the smoke agent has no evaluator')
 
   @classmethod

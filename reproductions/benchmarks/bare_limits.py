@@ -132,6 +132,7 @@ def _random_trajectories(signature, batch: int, num_actions: int, rng):
                              (batch, steps)),
       discount=np.where(first, 0.0, 1.0).astype(np.float32),
       behaviour_logits=draw(signature.behaviour_logits),
+      behaviour_version=np.zeros((batch, steps), np.int64),
       core_state=tree.map_structure(draw, signature.core_state))
 
 
