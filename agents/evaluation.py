@@ -14,7 +14,7 @@ learner steps taken when it started (the x-axes of the papers' curves).
 """
 
 import time
-from typing import Any, Dict, Optional, Protocol, Sequence
+from typing import Any, Dict, Optional, Protocol, Sequence, Tuple
 
 import dm_env
 import numpy as np
@@ -37,6 +37,21 @@ class EvaluationPolicy(Protocol):
 
   def select_action(self, timestep: dm_env.TimeStep) -> int:
     """The action at `timestep`; may also read what the last step gave."""
+
+
+def play_episode(environment: dm_env.Environment, policy: EvaluationPolicy,
+                 frames_per_step: int) -> Tuple[float, int]:
+  """One episode of the protocol: (raw game score, emulator frames)."""
+  timestep = environment.reset()
+  policy.begin_episode()
+  episode_return, steps = 0.0, 0
+  while not timestep.last():
+    timestep = environment.step(policy.select_action(timestep))
+    episode_return += float(timestep.reward)
+    steps += 1
+  score = float(getattr(environment, 'episode_raw_return', episode_return))
+  frames = int(getattr(environment, 'episode_frames', steps * frames_per_step))
+  return score, frames
 
 
 class Evaluator:
@@ -67,17 +82,8 @@ class Evaluator:
     learner_steps = self._pull_parameters()
     counts = self._counter.get_counts() if self._counter is not None else {}
     training_frames = int(counts.get('actor_steps', 0)) * self._frames_per_step
-    timestep = self._environment.reset()
-    self._policy.begin_episode()
-    episode_return, steps = 0.0, 0
-    while not timestep.last():
-      timestep = self._environment.step(self._policy.select_action(timestep))
-      episode_return += float(timestep.reward)
-      steps += 1
-    score = float(getattr(self._environment, 'episode_raw_return',
-                          episode_return))
-    frames = int(getattr(self._environment, 'episode_frames',
-                         steps * self._frames_per_step))
+    score, frames = play_episode(self._environment, self._policy,
+                                 self._frames_per_step)
     self._record.append_evaluation_episode(
         game=self._game, score=score, frames=frames,
         wall_time_s=time.time() - self._start,

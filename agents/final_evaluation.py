@@ -85,6 +85,7 @@ def _play_chunk(config: Dict[str, Any], path: str, game_index: int,
                 ) -> List[Dict[str, Any]]:
   """Worker: plays `episodes` of game `game_index` with checkpoint `path`."""
   from agents import builders  # pylint: disable=g-import-not-at-top
+  from agents import evaluation  # pylint: disable=g-import-not-at-top
   builder = builders.from_run_config(config)
   seed = _chunk_seed(builder.seed, game_index, episodes[0] // CHUNK)
   environment, policy = builder.make_evaluation_policy(game_index, seed=seed)
@@ -95,19 +96,10 @@ def _play_chunk(config: Dict[str, Any], path: str, game_index: int,
   for episode in episodes:
     if time.time() > deadline:
       break
-    timestep = environment.reset()
-    policy.begin_episode()
-    episode_return, steps = 0.0, 0
-    while not timestep.last():
-      timestep = environment.step(policy.select_action(timestep))
-      episode_return += float(timestep.reward)
-      steps += 1
+    score, frames = evaluation.play_episode(environment, policy,
+                                            builder.frames_per_step)
     rows.append(dict(
-        game=game, episode=episode,
-        score=float(getattr(environment, 'episode_raw_return',
-                            episode_return)),
-        frames=int(getattr(environment, 'episode_frames',
-                           steps * builder.frames_per_step)),
+        game=game, episode=episode, score=score, frames=frames,
         learner_steps=learner_steps, training_frames=training_frames,
         checkpoint=os.path.basename(path)))
   return rows

@@ -247,9 +247,8 @@ def test_feed_forward_loss_matches_numpy_reference():
                              rtol=1e-4, atol=1e-4)
 
 
-def test_update_is_clipped_rmsprop_with_eps_inside_the_root():
-  """theta -= lr g / sqrt(decay * 1 + (1 - decay) g^2 + eps), g clipped."""
-  config = _config(max_gradient_norm=0.05)  # Small, so clipping happens.
+def _one_update(config):
+  """(parameters before, their loss gradients, the learner after one step)."""
   network = impala_networks.make_network_from_config(config, NUM_ACTIONS)
   impala_networks.create_variables(network,
                                    tf.TensorSpec([FEATURES], tf.float32))
@@ -260,10 +259,17 @@ def test_update_is_clipped_rmsprop_with_eps_inside_the_root():
   params = network.trainable_variables
   grads = [g.numpy() for g in tape.gradient(loss, params)]
   before = [p.numpy() for p in params]
+  metrics = _learner(config, batch, network).step()
+  return before, grads, params, metrics
+
+
+def test_update_is_clipped_rmsprop_with_eps_inside_the_root():
+  """theta -= lr g / sqrt(decay * 1 + (1 - decay) g^2 + eps), g clipped."""
+  config = _config(max_gradient_norm=0.05)  # Small, so clipping happens.
+  before, grads, params, metrics = _one_update(config)
   norm = np.sqrt(sum(np.sum(g**2) for g in grads))
   assert norm > config.max_gradient_norm
   scale = config.max_gradient_norm / norm
-  metrics = _learner(config, batch, network).step()
   np.testing.assert_allclose(metrics['gradient_norm'], norm, rtol=1e-4)
   assert metrics['gradient_clipped'] == 1.0
   for p, b, g in zip(params, before, grads):
@@ -277,17 +283,7 @@ def test_update_is_clipped_rmsprop_with_eps_inside_the_root():
 def test_pytorch_rmsprop_puts_eps_outside_the_root_and_starts_at_zero():
   """The diagnostic optimizer: theta -= lr g / (sqrt((1 - decay) g^2) + eps)."""
   config = _config(rmsprop_style='pytorch', max_gradient_norm=1e6)
-  network = impala_networks.make_network_from_config(config, NUM_ACTIONS)
-  impala_networks.create_variables(network,
-                                   tf.TensorSpec([FEATURES], tf.float32))
-  batch = _batch(3, network)
-  with tf.GradientTape() as tape:
-    loss = learning.impala_loss(network, learning.time_major(batch),
-                                config)['total_loss']
-  params = network.trainable_variables
-  grads = [g.numpy() for g in tape.gradient(loss, params)]
-  before = [p.numpy() for p in params]
-  metrics = _learner(config, batch, network).step()
+  before, grads, params, metrics = _one_update(config)
   assert metrics['gradient_clipped'] == 0.0
   for p, b, g in zip(params, before, grads):
     ms = (1 - config.rmsprop_decay) * g**2
