@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import pathlib
 from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
                     Tuple, Type)
 
@@ -243,7 +244,12 @@ def run(builder: builders.ActorLearnerBuilder, program: ProgramConfig,
       **launch_options)
   episodes, seconds = program_config.final_evaluation_budget(
       program, builder.final_evaluation_episodes)
-  if episodes and builder.final_evaluation_episodes:
+  code, _ = launching.exit_status(summary)
+  if code == 130:
+    print(f'[{builder.name}] interrupted: the learner saved its checkpoint; '
+          f'continue with the same arguments plus --run_id '
+          f'{pathlib.Path(summary["run_dir"]).name} --resume', flush=True)
+  elif episodes and builder.final_evaluation_episodes:
     summary['final_evaluation'] = _final_evaluation(
         builder, program, summary['run_dir'], episodes, seconds)
   return summary
@@ -315,7 +321,7 @@ def run_experiment(builder_class: Type[builders.ActorLearnerBuilder],
     print(f'[{builder.name}] run {i + 1}/{len(runs)}: {run_spec.name}',
           flush=True)
     summary = run(builder, program, experiment_keys=dict(run_spec.config))
-    failures += summary.get('stop_reason') is None
+    failures += launching.exit_status(summary)[0] != 0
   return 1 if failures else 0
 
 
@@ -350,7 +356,10 @@ def main(builder_class: Type[builders.ActorLearnerBuilder],
       print(f'[{builder.name}] evaluation {report.get("game")}: '
             f'{report["episodes"]} episodes, recent mean score '
             f'{report["recent_mean_score"]}', flush=True)
-  return 0
+  code, why = launching.exit_status(summary)
+  print(f'[{builder.name}] run record: {summary["run_dir"]}; '
+        + ('done: ' if code == 0 else f'exit {code}: ') + why, flush=True)
+  return code
 
 
 def entry_points(builder_class: Type[builders.ActorLearnerBuilder],

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Set
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Set, Tuple
 
 from absl import flags
 import launchpad as lp
@@ -61,7 +61,7 @@ class LaunchOutcome:
 
   @property
   def stopped_by_watchdog(self) -> bool:
-    return self.stop_cause != 'program'
+    return self.stop_cause not in ('program', INTERRUPTED)
 
 
 def _node_titles() -> Dict[int, str]:
@@ -143,6 +143,7 @@ def launch_and_wait(program: lp.Program, *, launch_type: str,
   done = threading.Event()
   cause = {'value': 'program'}
   killed = {'count': 0}
+  _note_interrupts(cause)
 
   def request_stop(why: str) -> None:
     if stop_event.is_set():
@@ -186,6 +187,41 @@ def launch_and_wait(program: lp.Program, *, launch_type: str,
   return LaunchOutcome(launch_s=launched - start, wall_s=time.time() - start,
                        stop_cause=cause['value'],
                        killed_leftovers=killed['count'])
+
+
+# The stop cause of a program the user interrupted (Ctrl-C, SIGINT).
+INTERRUPTED = 'interrupted (SIGINT)'
+
+
+def _note_interrupts(cause: Dict[str, str]) -> None:
+  """Records a Ctrl-C as the stop cause, then lets Launchpad's handler stop
+  the program as it would (its nodes save their checkpoints on the way out)."""
+  previous = signal.getsignal(signal.SIGINT)
+  if not callable(previous):
+    return
+
+  def handler(signum, frame):
+    if cause['value'] == 'program':
+      cause['value'] = INTERRUPTED
+    previous(signum, frame)
+  signal.signal(signal.SIGINT, handler)
+
+
+def exit_status(summary: Mapping[str, Any]) -> Tuple[int, str]:
+  """(exit code, why) of a finished program, from its summary.
+
+  0: it reached a bound. 130: the user interrupted it. 1: anything else (a
+  critical node exited, the watchdog stopped it, no summary was written).
+  """
+  cause = (summary.get('launcher') or {}).get('stop_cause', 'program')
+  reason = summary.get('stop_reason')
+  if cause == INTERRUPTED:
+    return 130, 'interrupted'
+  if cause != 'program':
+    return 1, cause
+  if not reason or reason == 'no summary written':
+    return 1, 'the program ended without its supervisor\'s summary'
+  return 0, reason
 
 
 def kill_descendants(timeout_s: float = 5.0) -> int:

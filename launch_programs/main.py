@@ -115,6 +115,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   print(f'[main] run record: {run_dir}', flush=True)
   for path in written:
     print(f'[main] wrote {path}', flush=True)
+  code, why = launching.exit_status(summary)
+  if code:
+    print(f'[main] exit {code}: {why}', flush=True)
+    return code
   ok = (isinstance(learner, dict)
         and (learner.get('learner_steps') or 0) > 0)
   return 0 if ok else 1

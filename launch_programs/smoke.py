@@ -89,9 +89,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     Builder(config, settings.environment).validate()
   except ValueError as error:
     parser.error(str(error))
-  print(describe(run(config, settings, args.runs_root, args.run_id)),
-        flush=True)
-  return 0
+  summary = run(config, settings, args.runs_root, args.run_id)
+  print(describe(summary), flush=True)
+  code, why = launching.exit_status(summary)
+  if code:
+    print(f'[smoke] exit {code}: {why}', flush=True)
+  return code
 
 
 if __name__ == '__main__':

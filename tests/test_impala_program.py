@@ -7,6 +7,10 @@ learning rate and batch are scaled so that it learns in seconds.
 """
 
 
+import os
+import signal
+import time
+
 import numpy as np
 
 from reproductions import run_records
@@ -110,6 +114,39 @@ def test_a_restarted_impala_learner_resumes_from_its_checkpoint(tmp_path):
   # anneals the learning rate.
   assert learner['learner_steps'] - learner['learner_steps_this_run'] >= 100
   assert learner['learner_frames'] > 100 * 16 * 20
+
+
+def test_ctrl_c_saves_the_checkpoint_says_how_to_resume_and_exits_130(
+    tmp_path):
+  interrupted = {}
+
+  def interrupt_once_learning(process):
+    record = run_records.RunRecord(tmp_path / 'int')
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+      rows = record.read_metrics('supervisor') if record.exists() else []
+      if rows and (rows[-1].get('learner_steps') or 0) >= 20:
+        # Ctrl-C: SIGINT to the terminal's whole foreground process group.
+        os.killpg(process.pid, signal.SIGINT)
+        interrupted['learner_steps'] = rows[-1]['learner_steps']
+        return
+      time.sleep(0.5)
+
+  result = run_module(
+      'launch_programs.impala',
+      _CATCH_ARGS + ['--no_evaluator', '--minutes', '3',
+                     '--report_period_s', '2', '--final_episodes', '3',
+                     '--runs_root', str(tmp_path), '--run_id', 'int'],
+      timeout_s=300, during=interrupt_once_learning)
+  output = result['output']
+  assert 'learner_steps' in interrupted, output[-3000:]
+  assert result['returncode'] == 130, output[-3000:]
+  assert not result['leftovers']
+  assert '--run_id int --resume' in output
+  record = run_records.RunRecord(tmp_path / 'int')
+  assert list((record.checkpoint_dir / 'learner').glob('ckpt-*.index'))
+  # Interrupted, so no final evaluation was played.
+  assert record.read_final_evaluation() is None
 
 
 def test_a_frame_bound_is_the_learning_rate_anneal_horizon():

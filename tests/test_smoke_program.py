@@ -93,5 +93,8 @@ def test_a_dead_learner_stops_the_program_promptly(tmp_path):
   assert not result['leftovers'], 'processes left behind'
   summary = result['record'].read_summary()
   assert summary['launcher']['stop_cause'] == 'node exited: learner/0', summary
+  # A failed program says so to its caller (a script, a scheduler).
+  assert result['returncode'] == 1, result['output'][-3000:]
+  assert 'exit 1: node exited: learner/0' in result['output']
   # Stopped within seconds of the kill, not at the 90 s bound.
   assert time.time() - killed_at['t'] < 30, summary
