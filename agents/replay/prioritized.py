@@ -77,24 +77,36 @@ def make_table(name: str, *, priority_exponent: float, max_size: int,
 # --- Actor side: batches with initial priorities --------------------------------
 
 
+# Reverb's TrajectoryWriter logs "The number of pending items is alarmingly
+# high, did you forget to call Flush?" once 50 items are unconfirmed, and an
+# Ape-X batch is B = 50 items. Waiting until at most this many are pending
+# after every this many items keeps a batch's stream below that mark (at most
+# 2 x 24 = 48); the server confirms in order, so the wait costs little.
+MAX_PENDING_ITEMS = 24
+
+
 def write_items(writer: reverb.TrajectoryWriter, table: str,
                 items: Sequence[Any], priorities: Sequence[float],
-                wait: bool = False) -> None:
+                wait: bool = False, timeout_ms: Optional[int] = None) -> None:
   """Writes each item (one step each) with its initial priority.
 
   The TrajectoryWriter streams items to the server from a background thread,
-  so this returns without waiting unless `wait`.
+  so this returns without waiting for the last MAX_PENDING_ITEMS unless
+  `wait`. `timeout_ms` bounds each wait (reverb.errors.DeadlineExceededError).
   """
   if len(items) != len(priorities):
     raise ValueError(f'{len(items)} items but {len(priorities)} priorities.')
-  for item, priority in zip(items, priorities):
+  for i, (item, priority) in enumerate(zip(items, priorities)):
     writer.append(item)
     writer.create_item(
         table=table, priority=float(priority),
         trajectory=tree.map_structure(lambda column: column[-1],
                                       writer.history))
+    if (i + 1) % MAX_PENDING_ITEMS == 0:
+      writer.flush(block_until_num_items=MAX_PENDING_ITEMS,
+                   timeout_ms=timeout_ms)
   if wait:
-    writer.flush()
+    writer.flush(timeout_ms=timeout_ms)
 
 
 class BatchSender:
@@ -125,8 +137,8 @@ class BatchSender:
         self._renew = False
       writer = self._client.trajectory_writer(num_keep_alive_refs=1)
       try:
-        write_items(writer, self._table, items, priorities)
-        writer.flush(timeout_ms=self._timeout_ms)
+        write_items(writer, self._table, items, priorities, wait=True,
+                    timeout_ms=self._timeout_ms)
       finally:
         writer.close()
       return True
