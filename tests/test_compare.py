@@ -176,6 +176,27 @@ def test_run_directory_mean_over_episodes_and_count(tmp_path, capsys):
   assert 'missing: 55 of the 57 games' in out
 
 
+def test_a_run_is_scored_by_its_final_evaluation_when_it_has_one(tmp_path,
+                                                                capsys):
+  # Training-time episodes rise from -21; the final checkpoint plays -5, -3.
+  run = _make_run(tmp_path, 'final', 0, [('pong', -21.0), ('pong', -15.0),
+                                          ('pong', -9.0)])
+  run_records.RunRecord(run).write_final_evaluation(
+      [dict(game='pong', episode=0, score=-5.0, frames=9000,
+            learner_steps=100, training_frames=10**6, checkpoint='ckpt-1'),
+       dict(game='pong', episode=1, score=-3.0, frames=8000,
+            learner_steps=100, training_frames=10**6, checkpoint='ckpt-1')])
+  out, _, _, _ = _run_cli([str(run)], capsys)
+  pong = _table_row(out, 'pong')
+  assert (pong['episodes'], pong['score']) == ('2', '-4.0')
+  assert '2 final-evaluation episodes of the last checkpoint' in out
+  # Without it, the training-time episodes, and the output says so.
+  other = _make_run(tmp_path, 'training', 0, [('pong', -21.0), ('pong', -9.0)])
+  out, _, _, _ = _run_cli([str(other)], capsys)
+  assert _table_row(out, 'pong')['score'] == '-15.0'
+  assert 'evaluation episodes played during training' in out
+
+
 def test_several_runs_give_iqm_with_ci_bracketing_it(tmp_path, capsys):
   games = ['pong', 'breakout', 'alien', 'seaquest', 'qbert']
   rng = np.random.RandomState(1)
