@@ -112,7 +112,8 @@ def _all_items(client, table, expected):
     data = [np.asarray(d.observation), np.asarray(d.action),
             np.asarray(d.reward), np.asarray(d.discount),
             np.asarray(d.next_observation),
-            {'provenance': np.asarray(d.extras['provenance'])}]
+            {'provenance': np.asarray(d.extras['provenance']),
+             'learner_step': int(np.asarray(d.extras['learner_step']))}]
     items[key] = (float(sample.info.priority), data)
     client.mutate_priorities(table, updates={key: 0.0})
   return items
@@ -179,6 +180,33 @@ def test_truncated_episodes_bootstrap_their_priorities_from_their_own_state(
     expected = _numpy_double_q_priority(network, data)
     assert priority == pytest.approx(expected, rel=1e-5, abs=1e-6)
   assert bootstrapped == 20  # No episode reached its terminal step.
+
+
+class _VersionedSource:
+  """A learner stand-in serving a network's values as learner step 7."""
+
+  def __init__(self, network):
+    self._network = network
+
+  def get_variables(self, names):
+    assert names == ['policy', 'version']
+    return [[v.numpy() for v in self._network.variables],
+            [np.asarray(7, np.int64)]]
+
+
+def test_items_carry_the_learner_step_of_the_parameters_that_acted(
+    catch_server):
+  config, client = catch_server
+  learner_network = CatchQNetwork()
+  learner_network(tf.zeros([1, 10, 5]))
+  actor = actor_lib.ApeXDQNActor(
+      UInt8Catch(seed=4), CatchQNetwork(), client, config, actor_id=0,
+      frames_per_step=1, variable_source=_VersionedSource(learner_network))
+  actor.update_parameters()
+  steps = actor.run_episode()['episode_steps']
+  actor.flush()
+  items = _all_items(client, config.replay_table_name, steps)
+  assert {data[5]['learner_step'] for _, data in items.values()} == {7}
 
 
 def test_epsilon_follows_the_paper_schedule(catch_server):

@@ -71,7 +71,9 @@ def _random_transitions(rng, num, start=0):
     out.append(replay.to_replay_transition(
         obs, int(rng.integers(NUM_ACTIONS)), float(rng.normal()),
         float(rng.choice([0.0, 0.99 ** 3])), nxt, actor_id=0,
-        actor_step=start + i))
+        actor_step=start + i,
+        # Parameters of learner step 0 or 1, or unknown (-1).
+        learner_step=(start + i) % 3 - 1))
   return out
 
 
@@ -211,6 +213,12 @@ def test_step_matches_numpy_reference(jit_compile):
                           ('importance_weight_mean', iw.mean())):
       np.testing.assert_allclose(metrics[key], expected, rtol=1e-5,
                                  atol=1e-6, err_msg=key)
+    # Age: updates before this one (0) since each item's parameters; items
+    # of unknown version (-1) left out.
+    versions = sample.data.extras['learner_step'].numpy()
+    ages = 0 - versions[versions >= 0]
+    np.testing.assert_allclose(metrics['sample_age_mean'], ages.mean())
+    np.testing.assert_allclose(metrics['sample_age_max'], ages.max())
     assert metrics['replay_size'] == 12
     assert metrics['items_inserted'] == 12
     assert metrics['samples_per_insert'] == pytest.approx(

@@ -162,10 +162,14 @@ class ApeXDQNActor:
     self._q_values = q_values
 
     self._variable_client = None
+    # The learner step of the parameters in use (-1 until the first fetch).
+    self._parameter_version = tf.Variable(-1, dtype=tf.int64,
+                                          trainable=False)
     if variable_source is not None:
       from acme.tf import variable_utils  # pylint: disable=g-import-not-at-top
       self._variable_client = variable_utils.VariableClient(
-          variable_source, {'policy': network.variables},
+          variable_source, {'policy': network.variables,
+                            'version': [self._parameter_version]},
           update_period=config.actor_update_period_steps)
 
     self._sender = concurrent.futures.ThreadPoolExecutor(
@@ -310,11 +314,15 @@ class ApeXDQNActor:
       self._counter.increment(actor_steps=self._unreported_steps)
       self._unreported_steps = 0
 
+  def update_parameters(self) -> None:
+    """Fetches the learner's parameters and their version now (blocking)."""
+    if self._variable_client is not None:
+      self._variable_client.update_and_wait()
+
   def run(self) -> None:
     """Acts until the program stops (Launchpad node entry point)."""
     import launchpad as lp  # pylint: disable=g-import-not-at-top
-    if self._variable_client is not None:
-      self._variable_client.update_and_wait()
+    self.update_parameters()
     steps = 0
     while True:
       self.step(max_episode_steps=self._config.max_episode_steps)
@@ -351,7 +359,8 @@ class ApeXDQNActor:
   def _send(self, lane: Lane,
             transitions: Sequence[targets.NStepTransition]) -> None:
     priorities = self.initial_priorities(transitions)
-    items = [replay.from_nstep_transition(t, lane.actor_id)
+    version = int(self._parameter_version.numpy())
+    items = [replay.from_nstep_transition(t, lane.actor_id, version)
              for t in transitions]
     copies = self._config.transition_copies
     if copies > 1:  # App. A: each transition added k times (Fig. 6)

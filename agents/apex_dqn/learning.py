@@ -53,7 +53,8 @@ from agents.replay import prioritized
 # Per-update diagnostics computed inside the compiled step (Q scale, |TD|,
 # importance weights); the run record averages them over each report period.
 DIAGNOSTICS = ('mean_q', 'max_q', 'mean_abs_td_error',
-               'importance_weight_min', 'importance_weight_mean')
+               'importance_weight_min', 'importance_weight_mean',
+               'sample_age_mean', 'sample_age_max')
 PERIOD_MEAN_METRICS = ('loss', 'gradient_norm', 'mean_priority') + DIAGNOSTICS
 # Seconds between the learner's questions to the replay about its counts.
 REPLAY_STATS_PERIOD_S = 5.0
@@ -161,7 +162,7 @@ class ApeXDQNLearner(learner_runtime.DistributedLearner):
       dst.assign(src)
 
   def _train_step(self, observation, action, reward, discount,
-                  next_observation, probability, table_size):
+                  next_observation, probability, table_size, learner_step):
     """Loss, clipped centered-RMSProp update, periodic target copy."""
     c = self._config
     weights = targets.importance_weights(probability, table_size,
@@ -186,6 +187,11 @@ class ApeXDQNLearner(learner_runtime.DistributedLearner):
         tf.equal(steps % c.target_update_period, 0), copy,
         lambda: tf.constant(False))
     q_taken = tf.gather(q, tf.cast(action, tf.int32), batch_dims=1)
+    # Age of the sampled items: updates since the parameters that acted
+    # (before this one); items of unknown version (-1) are left out.
+    known = tf.cast(learner_step >= 0, tf.float32)
+    age = known * tf.cast(steps - 1 - learner_step, tf.float32)
+    count = tf.maximum(tf.reduce_sum(known), 1.0)
     return {
         'loss': out.loss,
         'priorities': out.priorities,
@@ -198,6 +204,8 @@ class ApeXDQNLearner(learner_runtime.DistributedLearner):
         'mean_abs_td_error': tf.reduce_mean(tf.abs(out.td_error)),
         'importance_weight_min': tf.reduce_min(weights),
         'importance_weight_mean': tf.reduce_mean(weights),
+        'sample_age_mean': tf.reduce_sum(age) / count,
+        'sample_age_max': tf.reduce_max(age),
     }
 
   def _log_wait(self, error: BaseException) -> None:
@@ -215,7 +223,8 @@ class ApeXDQNLearner(learner_runtime.DistributedLearner):
     with self._updating():
       out = self._step_fn(data.observation, data.action, data.reward,
                           data.discount, data.next_observation,
-                          info.probability, info.table_size)
+                          info.probability, info.table_size,
+                          data.extras['learner_step'])
     priorities = out['priorities'].numpy()
     self._priorities.write(info.key.numpy(), priorities)
 

@@ -77,7 +77,10 @@ def transition_signature(
   one PNG string (agents/replay/png.py); otherwise uint8 frames.
 
   Returns:
-    acme.types.Transition of tf.TensorSpec, with extras {'provenance'}.
+    acme.types.Transition of tf.TensorSpec, with extras {'provenance',
+    'learner_step'}: where the transition came from, and the learner step of
+    the parameters its actor acted with (-1 if unknown), from which the
+    learner logs the age of what it samples.
   """
   if compressed:
     observation = tf.TensorSpec([], tf.string, name='observation')
@@ -90,7 +93,9 @@ def transition_signature(
       reward=tf.TensorSpec([], tf.float32, name='reward'),
       discount=tf.TensorSpec([], tf.float32, name='discount'),
       next_observation=observation,
-      extras={'provenance': tf.TensorSpec([], tf.int64, name='provenance')})
+      extras={'provenance': tf.TensorSpec([], tf.int64, name='provenance'),
+              'learner_step': tf.TensorSpec([], tf.int64,
+                                            name='learner_step')})
 
 
 def make_replay_tables(
@@ -131,7 +136,8 @@ def to_replay_transition(observation,
                          discount: float,
                          next_observation,
                          actor_id: int,
-                         actor_step: int) -> types.Transition:
+                         actor_step: int,
+                         learner_step: int = -1) -> types.Transition:
   """Builds one item with the signature's dtypes.
 
   Observations are either PNG bytes (compressed tables) or uint8 arrays.
@@ -149,16 +155,18 @@ def to_replay_transition(observation,
       discount=np.float32(discount),
       next_observation=as_observation(next_observation),
       extras={'provenance': prioritized.make_provenance(actor_id,
-                                                             actor_step)})
+                                                             actor_step),
+              'learner_step': np.int64(learner_step)})
 
 
 def from_nstep_transition(transition: targets.NStepTransition,
-                          actor_id: int) -> types.Transition:
+                          actor_id: int,
+                          learner_step: int = -1) -> types.Transition:
   """The replay item of an `NStepAccumulator` output, with its provenance."""
   return to_replay_transition(
       transition.observation, transition.action, transition.reward,
       transition.discount, transition.next_observation, actor_id=actor_id,
-      actor_step=transition.step)
+      actor_step=transition.step, learner_step=learner_step)
 
 
 # --- Reading (learner side). -----------------------------------------------
