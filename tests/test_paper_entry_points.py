@@ -62,6 +62,13 @@ class ExperimentMatrixTest(unittest.TestCase):
         with self.subTest(experiment=name, key=key):
           self.assertGreater(len({str(r.config.get(key)) for r in runs}), 1)
 
+  def test_local_table_1_runs_the_local_profiles_actor_count(self):
+    from agents.apex_dqn import config as apex_config  # pylint: disable=g-import-not-at-top
+    local = apex_config.ApeXDQNConfig.local().num_actors
+    for run in experiments.get('apex_table1').runs('local'):
+      self.assertEqual(run.num_actors, local)
+      self.assertEqual(run.config['num_actors'], local)
+
   def test_local_profile_fits_this_machine(self):
     for name, e in experiments.EXPERIMENTS.items():
       runs = e.runs('local')
