@@ -261,8 +261,10 @@ def _final_evaluation(builder: builders.ActorLearnerBuilder,
   """Plays the final evaluation and adds it to the run's summary.json."""
   from agents import final_evaluation  # pylint: disable=g-import-not-at-top
   from reproductions import run_records  # pylint: disable=g-import-not-at-top
-  processes = len(program.other_cpus or ()) + len(program.learner_cpus or ())
-  processes = processes or len(launching.available_cpus())
+  # One worker per core the program ran on (the nodes have stopped).
+  processes = len(set(program.other_cpus or ()) |
+                  set(program.learner_cpus or ())
+                  ) or len(launching.available_cpus())
   print(f'[{builder.name}] final evaluation: {episodes} episodes per game of '
         f'the last checkpoint, {processes} processes'
         + (f', at most {seconds:.0f} s' if seconds else ''), flush=True)
