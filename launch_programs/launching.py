@@ -316,7 +316,11 @@ def run_recorded(name: str, config: Mapping[str, Any],
   outcome = launch_and_wait(make_program(str(record.run_dir)),
                             launch_type=launch_type, max_seconds=max_seconds,
                             **launch_options)
-  summary = record.read_summary() or {'stop_reason': 'no summary written'}
+  summary = record.read_summary() or {
+      # The supervisor writes the summary when a bound is reached; a program
+      # stopped otherwise gets the launcher's reason.
+      'stop_reason': (outcome.stop_cause if outcome.stop_cause != 'program'
+                      else 'no summary written')}
   summary['launcher'] = {**dataclasses.asdict(outcome),
                          'stopped_by_watchdog': outcome.stopped_by_watchdog}
   record.write_summary(summary)

@@ -145,8 +145,10 @@ def test_ctrl_c_saves_the_checkpoint_says_how_to_resume_and_exits_130(
   assert '--run_id int --resume' in output
   record = run_records.RunRecord(tmp_path / 'int')
   assert list((record.checkpoint_dir / 'learner').glob('ckpt-*.index'))
-  # Interrupted, so no final evaluation was played.
+  # Interrupted, so no final evaluation was played; the record says why.
   assert record.read_final_evaluation() is None
+  assert record.read_summary()['launcher']['stop_cause'] == (
+      'interrupted (SIGINT)')
 
 
 def test_a_frame_bound_is_the_learning_rate_anneal_horizon():
