@@ -23,13 +23,18 @@ from agents import replay_feed
 class DistributedLearner:
   """Run loop, stop, checkpoints and parameter service of a learner."""
 
-  def __init__(self, *, counter: Any = None, logger: Any = None,
+  def __init__(self, config: Any, replay_client: Any = None, *,
+               counter: Any = None, logger: Any = None,
                checkpoint_dir: Optional[str] = None,
                checkpoint_period_s: float = 600.0,
                max_checkpoints_to_keep: int = 3):
     """What every learner takes besides its own arguments.
 
     Args:
+      config: the agent's config; validated here, before anything is built.
+      replay_client: a Reverb client of the learner's replay or queue server,
+        optional; it lets the feed wait out a restart and the learner report
+        table sizes.
       counter: the shared counter (Acme's Counter or a handle), optional; it
         gets `learner_steps`, and its state goes into every checkpoint.
       logger: anything with write(dict), optional; written every step.
@@ -37,6 +42,9 @@ class DistributedLearner:
       checkpoint_period_s: seconds between saves in run().
       max_checkpoints_to_keep: checkpoints kept in checkpoint_dir.
     """
+    config.validate()
+    self._config = config
+    self._client = replay_client
     self._checkpoint_options = dict(
         directory=checkpoint_dir, period_s=checkpoint_period_s,
         max_to_keep=max_checkpoints_to_keep)
@@ -67,14 +75,15 @@ class DistributedLearner:
         collections, version=lambda: self._num_steps.numpy())
     self._parameters.publish()
 
-  def _make_feed(self, dataset: Any, make_dataset: Any, client: Any,
+  def _make_feed(self, dataset: Any, make_dataset: Any,
                  retry_period_s: float, **options: Any
                  ) -> replay_feed.ReplayFeed:
     """The learner's input from `dataset` or `make_dataset` (one of them)."""
     if make_dataset is not None and dataset is not None:
       raise ValueError('Pass either `dataset` or `make_dataset`, not both.')
     return replay_feed.ReplayFeed(
-        make_dataset if make_dataset is not None else dataset, client=client,
+        make_dataset if make_dataset is not None else dataset,
+        client=self._client,
         stop_requested=self._stop_requested, retry_period_s=retry_period_s,
         **options)
 

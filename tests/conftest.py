@@ -71,13 +71,15 @@ def run_module(module: str, args: Sequence[str], timeout_s: float,
               leftovers=leftovers)
 
 
-def kill_node_once_learning(run_dir, title: str, killed: dict,
-                            timeout_s: float = 120.0):
-  """A `during` callback for run_module: SIGKILLs node `title` once learning.
+def once_learning(run_dir, act: Callable[[subprocess.Popen], bool],
+                  done: dict, min_learner_steps: int = 1,
+                  timeout_s: float = 120.0):
+  """A `during` callback for run_module: calls `act` once the program learns.
 
-  It watches the run record's supervisor rows and kills at the first learner
-  step reported, so that the kill lands well before the program's learner-step
-  bound; `killed['learner_steps']` records when.
+  It watches the run record's supervisor rows and, from the first row with at
+  least `min_learner_steps`, calls `act(process)` until it returns True, so
+  that the action lands well before the program's learner-step bound.
+  `done['learner_steps']` and `done['t']` record when it landed.
   """
   from reproductions import run_records  # pylint: disable=g-import-not-at-top
 
@@ -86,12 +88,25 @@ def kill_node_once_learning(run_dir, title: str, killed: dict,
     deadline = time.time() + timeout_s
     while time.time() < deadline and process.poll() is None:
       rows = record.read_metrics('supervisor') if record.exists() else []
-      if rows and (rows[-1].get('learner_steps') or 0) > 0:
-        node = node_process(process.pid, title)
-        if node is not None:
-          node.kill()
-          killed['learner_steps'] = rows[-1]['learner_steps']
-          return
+      steps = (rows[-1].get('learner_steps') or 0) if rows else 0
+      if steps >= min_learner_steps and act(process):
+        done['learner_steps'] = steps
+        done['t'] = time.time()
+        return
       time.sleep(0.5)
 
   return during
+
+
+def kill_node_once_learning(run_dir, title: str, killed: dict,
+                            timeout_s: float = 120.0):
+  """SIGKILLs node `title` once learning (see `once_learning`)."""
+
+  def kill(process) -> bool:
+    node = node_process(process.pid, title)
+    if node is None:
+      return False
+    node.kill()
+    return True
+
+  return once_learning(run_dir, kill, killed, timeout_s=timeout_s)

@@ -9,13 +9,12 @@ learning rate and batch are scaled so that it learns in seconds.
 
 import os
 import signal
-import time
 
 import numpy as np
 
 from reproductions import run_records
 
-from conftest import kill_node_once_learning, run_module
+from conftest import kill_node_once_learning, once_learning, run_module
 
 # No final evaluation unless a test asks for one (`--final_episodes N` later
 # on the command line wins).
@@ -120,24 +119,19 @@ def test_ctrl_c_saves_the_checkpoint_says_how_to_resume_and_exits_130(
     tmp_path):
   interrupted = {}
 
-  def interrupt_once_learning(process):
-    record = run_records.RunRecord(tmp_path / 'int')
-    deadline = time.time() + 120
-    while time.time() < deadline and process.poll() is None:
-      rows = record.read_metrics('supervisor') if record.exists() else []
-      if rows and (rows[-1].get('learner_steps') or 0) >= 20:
-        # Ctrl-C: SIGINT to the terminal's whole foreground process group.
-        os.killpg(process.pid, signal.SIGINT)
-        interrupted['learner_steps'] = rows[-1]['learner_steps']
-        return
-      time.sleep(0.5)
+  def ctrl_c(process) -> bool:
+    # Ctrl-C: SIGINT to the terminal's whole foreground process group.
+    os.killpg(process.pid, signal.SIGINT)
+    return True
 
   result = run_module(
       'launch_programs.impala',
       _CATCH_ARGS + ['--no_evaluator', '--minutes', '3',
                      '--report_period_s', '2', '--final_episodes', '3',
                      '--runs_root', str(tmp_path), '--run_id', 'int'],
-      timeout_s=300, during=interrupt_once_learning)
+      timeout_s=300,
+      during=once_learning(tmp_path / 'int', ctrl_c, interrupted,
+                          min_learner_steps=20))
   output = result['output']
   assert 'learner_steps' in interrupted, output[-3000:]
   assert result['returncode'] == 130, output[-3000:]

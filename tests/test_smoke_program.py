@@ -12,7 +12,7 @@ import pytest
 
 from reproductions import run_records
 
-from conftest import node_process, run_module
+from conftest import kill_node_once_learning, run_module
 
 _HARD_TIMEOUT_S = 120
 
@@ -73,22 +73,10 @@ def test_smoke_program_moves_data_and_stops_cleanly(launched_smoke):
 def test_a_dead_learner_stops_the_program_promptly(tmp_path):
   """A critical node that dies must not leave the program running to its bound."""
   killed_at = {}
-
-  def kill_learner_once_learning(process):
-    record = run_records.RunRecord(tmp_path / 'smoke-test')
-    deadline = time.time() + 60
-    while time.time() < deadline and process.poll() is None:
-      rows = record.read_metrics('supervisor') if record.exists() else []
-      if rows and (rows[-1].get('learner_steps') or 0) > 0:
-        learner = node_process(process.pid, 'learner/0')
-        if learner is not None:
-          learner.kill()
-          killed_at['t'] = time.time()
-          return
-      time.sleep(0.5)
-
   result = _run_smoke(tmp_path, max_learner_steps=10**9, max_seconds=90,
-                      during=kill_learner_once_learning)
+                      during=kill_node_once_learning(
+                          tmp_path / 'smoke-test', 'learner/0', killed_at,
+                          timeout_s=60))
   assert 't' in killed_at, result['output'][-3000:]
   assert not result['leftovers'], 'processes left behind'
   summary = result['record'].read_summary()

@@ -104,14 +104,12 @@ class ApeXDQNLearner(learner_runtime.DistributedLearner):
       **runtime: counter, logger and checkpoint options
         (learner_runtime.DistributedLearner).
     """
-    super().__init__(**runtime)
-    self._config = config or config_lib.ApeXDQNConfig()
-    self._config.validate()
+    super().__init__(config or config_lib.ApeXDQNConfig(), replay_client,
+                     **runtime)
     self._network = network
     self._target_network = target_network
-    self._client = replay_client
     self._feed = self._make_feed(
-        dataset, make_dataset, replay_client, retry_period_s,
+        dataset, make_dataset, retry_period_s,
         on_wait=self._log_wait,
         waiting_for=f'replay (server down or below its minimum size of '
                     f'{self._config.min_replay_size})',

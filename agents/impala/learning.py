@@ -227,13 +227,11 @@ class ImpalaLearner(learner_runtime.DistributedLearner):
       **runtime: counter, logger and checkpoint options
         (learner_runtime.DistributedLearner).
     """
-    super().__init__(**runtime)
-    self._config = config or config_lib.ImpalaConfig()
-    self._config.validate()
+    super().__init__(config or config_lib.ImpalaConfig(), replay_client,
+                     **runtime)
     self._network = network
-    self._client = replay_client
     self._feed = self._make_feed(
-        dataset, make_dataset, replay_client, retry_period_s,
+        dataset, make_dataset, retry_period_s,
         waiting_for='the queue (empty, or server down or restarting)')
 
     # --- Variables. ---------------------------------------------------------
