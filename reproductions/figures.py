@@ -585,33 +585,52 @@ def footer_text(figure_spec: FigureSpec, runs: Sequence[Run]) -> str:
   return '\n'.join(l for l in (line1, line2, line3) if l)
 
 
+def _wrap(text: str, width_in: float, fontsize: float) -> List[str]:
+  """`text` in lines that fit `width_in` inches at `fontsize` points (an
+  average glyph is ~0.55 em wide; a margin keeps the widest lines inside)."""
+  chars = max(20, int(0.92 * width_in * 72 / (fontsize * 0.55)))
+  lines = []
+  for line in text.split('\n'):
+    lines += textwrap.wrap(line, chars) or ['']
+  return lines
+
+
+_TITLE_FONTSIZE = 11
+_LEGEND_FONTSIZE = 7
+_LEGEND_COLUMN_IN = 3.3
+
+
 def _finish(fig: mpl_figure.Figure, title: str, footer: str) -> None:
   width_in = fig.get_figwidth()
-  chars = max(60, int(width_in * 72 / (FOOTER_FONTSIZE * 0.55)))
-  lines = []
-  for line in footer.split('\n'):
-    lines += textwrap.wrap(line, chars) or ['']
+  lines = _wrap(footer, width_in - 0.2, FOOTER_FONTSIZE)
+  title = '\n'.join(_wrap(title, width_in - 0.2, _TITLE_FONTSIZE))
   # One legend for the whole figure, between the panels and the footer: the
   # same series recur in every panel, and in-panel legends hide the curves.
   entries: Dict[str, Any] = {}
   for ax in fig.axes:
     for handle, label in zip(*ax.get_legend_handles_labels()):
       entries.setdefault(label, handle)
-  ncol = max(1, min(len(entries), int(width_in // 3.3)))
-  legend_rows = math.ceil(len(entries) / ncol)
-  legend_in = 0.1 + 0.18 * legend_rows if entries else 0.0
+  ncol = max(1, min(len(entries), int(width_in // _LEGEND_COLUMN_IN)))
+  # A label wider than its column is wrapped to it.
+  column_in = min(_LEGEND_COLUMN_IN, (width_in - 0.2) / ncol) - 0.4
+  labels = ['\n'.join(_wrap(label, column_in, _LEGEND_FONTSIZE))
+            for label in entries]
+  rows = [max(l.count('\n') + 1 for l in labels[i:i + ncol])
+          for i in range(0, len(labels), ncol)]
+  legend_in = 0.1 + 0.05 * len(rows) + 0.13 * sum(rows) if entries else 0.0
   footer_in = 0.2 + 0.13 * len(lines)
   title_in = 0.2 + 0.22 * (title.count('\n') + 1)
   fig.set_figheight(fig.get_figheight() - 1.2 + footer_in + legend_in
                     + title_in)
   height_in = fig.get_figheight()
-  fig.suptitle(title, fontsize=11, y=1 - 0.1 / height_in, va='top')
+  fig.suptitle(title, fontsize=_TITLE_FONTSIZE, y=1 - 0.1 / height_in,
+               va='top')
   fig.text(0.01, 0.08 / height_in, '\n'.join(lines), fontsize=FOOTER_FONTSIZE,
            ha='left', va='bottom', color='0.25')
   if entries:
-    fig.legend(list(entries.values()), list(entries), loc='lower left',
+    fig.legend(list(entries.values()), labels, loc='lower left',
                bbox_to_anchor=(0.01, (footer_in + 0.02) / height_in),
-               ncol=ncol, fontsize=7, frameon=False)
+               ncol=ncol, fontsize=_LEGEND_FONTSIZE, frameon=False)
   # tight_layout makes room for the suptitle itself.
   fig.tight_layout(rect=(0, (footer_in + legend_in) / height_in, 1, 1))
 

@@ -13,6 +13,7 @@ import pathlib
 import subprocess
 import sys
 
+from matplotlib.backends import backend_agg
 import numpy as np
 from PIL import Image
 import pytest
@@ -165,10 +166,30 @@ def _check_footer(fig):
   assert 'frames:' in text and 'wall time:' in text and 'Paper scale:' in text
 
 
+def _check_text_inside(fig):
+  """Every title, label, legend entry and footer lies inside the PNG."""
+  canvas = backend_agg.FigureCanvasAgg(fig)
+  canvas.draw()
+  renderer = canvas.get_renderer()
+  width, height = fig.bbox.width, fig.bbox.height
+  texts = [fig._suptitle, *fig.texts]
+  texts += [t for legend in fig.legends for t in legend.get_texts()]
+  for ax in fig.axes:
+    texts += [ax.title, ax._left_title, ax._right_title, ax.xaxis.label,
+              ax.yaxis.label]
+  for text in texts:
+    if text is None or not text.get_visible() or not text.get_text().strip():
+      continue
+    box = text.get_window_extent(renderer)
+    assert (box.x0 >= -1 and box.x1 <= width + 1 and box.y0 >= -1 and
+            box.y1 <= height + 1), (text.get_text()[:80], box, width, height)
+
+
 def _render(name, paths, out):
   result = figures.render(name, _load(paths), out_dir=out)
   _check_png(result.path)
   _check_footer(result.figure)
+  _check_text_inside(result.figure)
   assert json.loads((out / f'{name}.json').read_text())['runs'] == result.runs
   return result
 
@@ -217,6 +238,15 @@ def test_apex_fig2_median_hns_and_per_game(runs, tmp_path):
   final = [100 * references.human_normalized(s * (0.2 + 256 / 300), g)
            for g, s in (('pong', 20.0), ('breakout', 300.0))]
   assert line.get_ydata()[-1] == pytest.approx(np.median(final))
+
+
+def test_apex_fig2_of_one_game_fits_its_title(tmp_path):
+  """The main job's figure: one game, so two panels and a narrow figure."""
+  path = _make_run(tmp_path, 'one', {**APEX, 'games': ['pong'],
+                                     'num_actors': 4}, games=('pong',))
+  result = _render('apex_fig2', [path], tmp_path / 'out')
+  assert len(result.figure.axes) == 2
+  assert 'Ape-X Fig. 2' in result.figure._suptitle.get_text()
 
 
 def test_apex_fig5_capacity_smoothed(runs, tmp_path):
