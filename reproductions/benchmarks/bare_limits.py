@@ -100,7 +100,9 @@ def bare_apex_step(batch: int, xla: bool, seconds: float) -> Dict[str, float]:
           action=tf.constant(rng.integers(0, num_actions, b, dtype=np.int32)),
           reward=tf.constant(rng.uniform(-1, 1, b).astype(np.float32)),
           discount=tf.constant(np.full(b, 0.97, np.float32)),
-          next_observation=frames(), extras={}))
+          next_observation=frames(),
+          # The learner reads the age of each transition from its extras.
+          extras={'learner_step': tf.constant(np.zeros(b, np.int64))}))
   learner = learning.ApeXDQNLearner(
       builder.make_network(_APEX_SPEC), builder.make_network(_APEX_SPEC),
       dataset=tf.data.Dataset.from_tensors(sample).repeat(), config=config)
