@@ -105,6 +105,17 @@ def _play_chunk(config: Dict[str, Any], path: str, game_index: int,
   return rows
 
 
+def _output_to(path: str) -> None:
+  """A worker's stdout and stderr (TF and ALE start-up) go to the run's log.
+
+  Why at the descriptors: the emulator and TensorFlow print from C++.
+  """
+  fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+  os.dup2(fd, 1)
+  os.dup2(fd, 2)
+  os.close(fd)
+
+
 def evaluate(run_dir: os.PathLike, episodes: Optional[int] = None,
              processes: int = 1, max_seconds: Optional[float] = None
              ) -> Dict[str, Any]:
@@ -142,9 +153,12 @@ def evaluate(run_dir: os.PathLike, episodes: Optional[int] = None,
            for c in range(0, episodes, CHUNK)]
   rows: List[Dict[str, Any]] = []
   context = multiprocessing.get_context('spawn')
+  log = record.logs_dir / 'final_evaluation.log'
+  log.parent.mkdir(parents=True, exist_ok=True)
   with concurrent.futures.ProcessPoolExecutor(
       max_workers=max(1, min(processes, len(tasks) or 1)),
-      mp_context=context) as pool:
+      mp_context=context, initializer=_output_to, initargs=(str(log),)
+  ) as pool:
     futures = [pool.submit(_play_chunk, config, path, g, chunk, deadline)
                for g, chunk in tasks]
     for future in futures:

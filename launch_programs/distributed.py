@@ -22,7 +22,6 @@ Scale is a profile: the same program places 1 or 360 actors.
 import argparse
 import dataclasses
 import functools
-import json
 import pathlib
 from typing import (Any, Callable, Dict, List, Mapping, Optional, Sequence,
                     Tuple, Type)
@@ -34,6 +33,7 @@ from launch_programs import launching
 from launch_programs import program_config
 from launch_programs import replay_node
 from launch_programs import supervisor
+from reproductions import run_records
 
 ProgramConfig = program_config.ProgramConfig
 
@@ -260,7 +260,6 @@ def _final_evaluation(builder: builders.ActorLearnerBuilder,
                       seconds: Optional[float]) -> Dict[str, Any]:
   """Plays the final evaluation and adds it to the run's summary.json."""
   from agents import final_evaluation  # pylint: disable=g-import-not-at-top
-  from reproductions import run_records  # pylint: disable=g-import-not-at-top
   # One worker per core the program ran on (the nodes have stopped).
   processes = len(set(program.other_cpus or ()) |
                   set(program.learner_cpus or ())
@@ -349,18 +348,32 @@ def main(builder_class: Type[builders.ActorLearnerBuilder],
     builder = make_builder(builder_class, program, **overrides)
   except (ValueError, TypeError) as error:
     parser.error(str(error))
-  summary = run(builder, program, args.runs_root, args.run_id, args.resume)
-  print(json.dumps({k: summary.get(k) for k in ('stop_reason', 'counts')},
-                   default=str), flush=True)
+  summary = run(builder, program, args.runs_root, args.run_id, args.resume,
+                verbose=args.verbose)
   for name, report in sorted(summary.get('nodes', {}).items()):
     if name.startswith('evaluator/') and isinstance(report, dict) and (
         report.get('episodes')):
       print(f'[{builder.name}] evaluation {report.get("game")}: '
             f'{report["episodes"]} episodes, recent mean score '
             f'{report["recent_mean_score"]}', flush=True)
+  return print_closing_summary(builder.name, summary)
+
+
+def print_closing_summary(name: str, summary: Mapping[str, Any]) -> int:
+  """Says how the run ended and where everything went; its exit code."""
   code, why = launching.exit_status(summary)
-  print(f'[{builder.name}] run record: {summary["run_dir"]}; '
-        + ('done: ' if code == 0 else f'exit {code}: ') + why, flush=True)
+  run_dir = pathlib.Path(summary['run_dir'])
+  lines = [('done: ' if code == 0 else f'exit {code}: ') + why,
+           f'run record: {run_dir}',
+           f'  node logs: {run_dir / run_records.LOGS_DIR}/',
+           f'  scores against the papers: python -m reproductions.compare '
+           f'{run_dir}',
+           f'  figures: python -m reproductions.figures --list, then '
+           f'python -m reproductions.figures FIGURE {run_dir.parent}',
+           f'  to continue: the same command plus --run_id {run_dir.name} '
+           '--resume']
+  for line in lines:
+    print(f'[{name}] {line}', flush=True)
   return code
 
 

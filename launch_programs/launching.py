@@ -11,7 +11,8 @@ So here the launcher's hard kill is turned off and replaced:
    (`launch_programs.supervisor`);
 2. a watchdog in the launcher stops it anyway `grace_s` after the bound, and
    stops it at once if a node of a critical group (the supervisor, by default)
-   exits before a stop was asked for;
+   exits before a stop was asked for; any node that exits early is reported
+   on the console with the last lines of its log (launch_programs.node_logs);
 3. once a stop is under way, nodes get `stop_grace_s` to exit on their own,
    then every remaining process of the launcher's tree is SIGKILLed.
 
@@ -22,10 +23,8 @@ name, so unrelated processes are never touched.
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Set, Tuple
@@ -34,6 +33,7 @@ from absl import flags
 import launchpad as lp
 import psutil
 
+from launch_programs import node_logs
 from reproductions import run_records
 
 LAUNCH_TYPES = ('local_mp', 'local_mt')
@@ -82,6 +82,13 @@ def _node_titles() -> Dict[int, str]:
   return titles
 
 
+def _exited(pid: int) -> bool:
+  try:
+    return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+  except psutil.NoSuchProcess:
+    return True
+
+
 def set_node_tensorflow_environment() -> None:
   """Gives the nodes the environment TensorFlow sets when it is imported.
 
@@ -98,40 +105,30 @@ def set_node_tensorflow_environment() -> None:
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '1')
 
 
-def use_line_buffered_sed() -> None:
-  """Makes the `sed` of Launchpad's output decorator flush every line.
-
-  Why: under `local_mp` every node's output goes through Launchpad's
-  `decorate_output`, a `... | sed` that prefixes the node's name. sed
-  block-buffers whenever its output is not a terminal (a CI log, `| tee`, a
-  file), so progress lines would only appear when the program ends. A `sed`
-  first on the PATH of this process (inherited by the nodes' wrappers) that
-  adds `-u` (GNU sed: unbuffered) fixes that without touching Launchpad.
-  """
-  real = shutil.which('sed')
-  if real is None or os.environ.get('_LINE_BUFFERED_SED_DIR'):
-    return
-  shim_dir = tempfile.mkdtemp(prefix='lp_sed_')
-  shim = os.path.join(shim_dir, 'sed')
-  with open(shim, 'w') as f:
-    f.write(f'#!/bin/sh\nexec {real} -u "$@"\n')
-  os.chmod(shim, 0o755)
-  os.environ['_LINE_BUFFERED_SED_DIR'] = shim_dir
-  os.environ['PATH'] = shim_dir + os.pathsep + os.environ.get('PATH', '')
-
-
 def launch_and_wait(program: lp.Program, *, launch_type: str,
                     max_seconds: float, grace_s: float = 60.0,
                     stop_grace_s: float = 10.0,
                     critical_groups: Sequence[str] = ('supervisor',),
-                    local_resources: Optional[Mapping[str, Any]] = None
-                    ) -> LaunchOutcome:
-  """Runs `program` to its end; never much past `max_seconds + grace_s`."""
+                    local_resources: Optional[Mapping[str, Any]] = None,
+                    logs_dir: Optional[os.PathLike] = None,
+                    verbose: bool = False) -> LaunchOutcome:
+  """Runs `program` to its end; never much past `max_seconds + grace_s`.
+
+  With `logs_dir` (local_mp), each node's output goes to its log there and
+  the console shows what launch_programs.node_logs lets through (`verbose`:
+  everything).
+  """
   if launch_type not in LAUNCH_TYPES:
     raise ValueError(
         f'unknown launch type {launch_type!r}; valid choices: {LAUNCH_TYPES}')
   ensure_absl_flags_parsed()
-  use_line_buffered_sed()
+  if launch_type != 'local_mp':
+    logs_dir = None
+  node_logs.install_log_writer(logs_dir)
+  console = None
+  if logs_dir is not None:
+    console = node_logs.Console(logs_dir, verbose=verbose)
+    console.start()
   set_node_tensorflow_environment()
   start = time.time()
   manager = lp.launch(program, launch_type=launch_type,
@@ -155,18 +152,20 @@ def launch_and_wait(program: lp.Program, *, launch_type: str,
 
   def watchdog() -> None:
     deadline = start + max_seconds + grace_s
-    titles = _node_titles() if launch_type == 'local_mp' else {}
-    critical = {pid: title for pid, title in titles.items()
-                if title.split('/')[0] in critical_groups}
+    running = _node_titles() if launch_type == 'local_mp' else {}
     while not done.is_set() and not stop_event.is_set():
       if time.time() > deadline:
         request_stop(f'watchdog: still running {max_seconds + grace_s:.0f} s '
                      'after launch')
         break
-      for pid, title in critical.items():
-        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-          request_stop(f'node exited: {title}')
-          break
+      for pid, title in list(running.items()):
+        if _exited(pid) and not stop_event.is_set():
+          del running[pid]
+          if console is not None:
+            console.report_exit(title)
+          if title.split('/')[0] in critical_groups:
+            request_stop(f'node exited: {title}')
+            break
       done.wait(0.5)
     stop_event.wait()
     if not done.wait(stop_grace_s):
@@ -184,6 +183,8 @@ def launch_and_wait(program: lp.Program, *, launch_type: str,
     done.set()
     watchdog_thread.join(timeout=15.0)
     killed['count'] += kill_descendants()
+    if console is not None:
+      console.stop()
   return LaunchOutcome(launch_s=launched - start, wall_s=time.time() - start,
                        stop_cause=cause['value'],
                        killed_leftovers=killed['count'])
@@ -315,7 +316,7 @@ def run_recorded(name: str, config: Mapping[str, Any],
         f'{launch_type}; {description}', flush=True)
   outcome = launch_and_wait(make_program(str(record.run_dir)),
                             launch_type=launch_type, max_seconds=max_seconds,
-                            **launch_options)
+                            logs_dir=record.logs_dir, **launch_options)
   summary = record.read_summary() or {
       # The supervisor writes the summary when a bound is reached; a program
       # stopped otherwise gets the launcher's reason.

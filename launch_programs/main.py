@@ -84,6 +84,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser.add_argument('--final_episodes', type=int, default=10,
                       help='episodes of the final evaluation of the last '
                            'checkpoint, after the run (default: 10; 0: none)')
+  parser.add_argument('--verbose', action='store_true',
+                      help='print every line of every node (their whole '
+                           'output is in the run record\'s logs/ anyway)')
   parser.add_argument('--smoke', action='store_true',
                       help='run the Launchpad smoke program on Catch instead')
   args = parser.parse_args(argv)
@@ -108,20 +111,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     builder = distributed.make_builder(apex_dqn.Builder, program)
   except ValueError as error:
     parser.error(str(error))
-  summary = distributed.run(builder, program, runs_root=args.runs_root)
-  run_dir = pathlib.Path(summary['run_dir'])
-  written = write_curve_and_scores(run_dir)
-  learner = summary.get('nodes', {}).get('learner', {})
-  print(f'[main] run record: {run_dir}', flush=True)
-  for path in written:
+  summary = distributed.run(builder, program, runs_root=args.runs_root,
+                            verbose=args.verbose)
+  for path in write_curve_and_scores(pathlib.Path(summary['run_dir'])):
     print(f'[main] wrote {path}', flush=True)
-  code, why = launching.exit_status(summary)
-  if code:
-    print(f'[main] exit {code}: {why}', flush=True)
-    return code
-  ok = (isinstance(learner, dict)
-        and (learner.get('learner_steps') or 0) > 0)
-  return 0 if ok else 1
+  code = distributed.print_closing_summary('main', summary)
+  learner = summary.get('nodes', {}).get('learner', {})
+  if code == 0 and not (isinstance(learner, dict) and
+                        (learner.get('learner_steps') or 0) > 0):
+    print('[main] exit 1: the learner made no step', flush=True)
+    return 1
+  return code
 
 
 if __name__ == '__main__':

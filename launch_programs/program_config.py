@@ -130,6 +130,10 @@ def add_arguments(parser: argparse.ArgumentParser, config_name: str,
   parser.add_argument('--run_id', default=None)
   parser.add_argument('--resume', action='store_true',
                       help='continue the run --run_id from its checkpoints')
+  parser.add_argument('--verbose', action='store_true',
+                      help='print every line of every node (by default only '
+                           'progress, warnings and errors; each node\'s whole '
+                           'output is in the run record\'s logs/)')
 
 
 def from_arguments(args: argparse.Namespace,

@@ -36,12 +36,12 @@ def program(max_learner_steps: int = 300, max_seconds: float = 40.0,
 
 def run(config: SmokeConfig, settings: program_config.ProgramConfig,
         runs_root: Optional[str] = None,
-        run_id: Optional[str] = None) -> Dict[str, Any]:
+        run_id: Optional[str] = None, verbose: bool = False) -> Dict[str, Any]:
   """Creates the run record, runs the program to its bound, returns its summary."""
   builder = Builder(config, settings.environment, seed=settings.seed)
   # Nothing to flush: nodes that linger after the stop are not waited for.
   return distributed.run(builder, settings, runs_root, run_id,
-                         stop_grace_s=3.0)
+                         stop_grace_s=3.0, verbose=verbose)
 
 
 def describe(summary: Dict[str, Any]) -> str:
@@ -81,6 +81,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
   parser.add_argument('--runs_root', default=None,
                       help='where run records go (default: results/runs)')
   parser.add_argument('--run_id', default=None)
+  parser.add_argument('--verbose', action='store_true',
+                      help='print every line of every node')
   args = parser.parse_args(argv)
   try:
     config = SmokeConfig(num_actors=args.num_actors)
@@ -89,12 +91,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     Builder(config, settings.environment).validate()
   except ValueError as error:
     parser.error(str(error))
-  summary = run(config, settings, args.runs_root, args.run_id)
+  summary = run(config, settings, args.runs_root, args.run_id, args.verbose)
   print(describe(summary), flush=True)
-  code, why = launching.exit_status(summary)
-  if code:
-    print(f'[smoke] exit {code}: {why}', flush=True)
-  return code
+  return distributed.print_closing_summary('smoke', summary)
 
 
 if __name__ == '__main__':

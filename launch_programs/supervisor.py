@@ -14,7 +14,7 @@ It imports no TensorFlow: it stays a light process under `local_mp`.
 import concurrent.futures
 import functools
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import launchpad as lp
 
@@ -66,18 +66,24 @@ class Supervisor:
     # Node stdout is a pipe, block-buffered: flush so progress shows live.
     self._print = print_fn or functools.partial(print, flush=True)
     self._logger = self._record.metrics_logger('supervisor', tensorboard=False)
+    self._evaluations = self._record.follow_evaluation_episodes()
+    # Per game: (the last evaluation score, evaluation episodes so far).
+    self._last_scores: Dict[str, Tuple[float, int]] = {}
 
   def _progress(self, counts: Mapping[str, float], elapsed: float,
-                rates: Mapping[str, float]) -> Dict[str, float]:
+                rates: Mapping[str, float]) -> Dict[str, Any]:
     frames = counts.get('actor_steps', 0) * self._frames_per_actor_step
-    fractions = []
+    fractions = {}
     if self._max_learner_steps:
-      fractions.append(counts.get('learner_steps', 0) / self._max_learner_steps)
+      fractions['learner steps'] = (counts.get('learner_steps', 0) /
+                                    self._max_learner_steps)
     if self._max_actor_frames:
-      fractions.append(frames / self._max_actor_frames)
+      fractions['frames'] = frames / self._max_actor_frames
     if self._max_seconds:
-      fractions.append(elapsed / self._max_seconds)
-    done = min(1.0, max(fractions))
+      fractions['wall time'] = elapsed / self._max_seconds
+    # The bound nearest to ending the run sets the ETA.
+    bound = max(fractions, key=fractions.get)
+    done = min(1.0, fractions[bound])
     eta = elapsed * (1 - done) / done if done > 0 else float('nan')
     return {'actor_frames': frames,
             'actor_episodes': counts.get('actor_episodes', 0),
@@ -85,7 +91,21 @@ class Supervisor:
             'actor_frames_per_s': rates.get('actor_steps', 0.0)
                                   * self._frames_per_actor_step,
             'learner_steps_per_s': rates.get('learner_steps', 0.0),
-            'fraction_done': done, 'eta_s': eta}
+            'fraction_done': done, 'eta_s': eta, 'eta_bound': bound}
+
+  def _evaluation_text(self) -> str:
+    """' | eval pong -20.0 (3 episodes)': the evaluators' latest scores."""
+    for row in self._evaluations.poll():
+      _, episodes = self._last_scores.get(row['game'], (0.0, 0))
+      self._last_scores[row['game']] = (row['score'], episodes + 1)
+    if not self._last_scores:
+      return ''
+    if len(self._last_scores) > 3:
+      return (f' | eval {len(self._last_scores)} games, '
+              f'{sum(n for _, n in self._last_scores.values()):,} episodes')
+    return ''.join(f' | eval {game} {score:.1f} ({n:,} episode'
+                   f'{"" if n == 1 else "s"})'
+                   for game, (score, n) in sorted(self._last_scores.items()))
 
   def _bound_reached(self, counts: Mapping[str, float], elapsed: float) -> Optional[str]:
     if self._max_learner_steps and counts.get('learner_steps', 0) >= self._max_learner_steps:
@@ -121,8 +141,10 @@ class Supervisor:
             f'({progress["actor_frames_per_s"]:,.0f}/s) | '
             f'episodes {progress["actor_episodes"]:,.0f} | '
             f'learner steps {progress["learner_steps"]:,.0f} '
-            f'({progress["learner_steps_per_s"]:.1f}/s) | '
-            f'{100 * progress["fraction_done"]:.0f}% | ETA '
+            f'({progress["learner_steps_per_s"]:.1f}/s)'
+            + self._evaluation_text()
+            + f' | {100 * progress["fraction_done"]:.0f}% of the '
+            f'{progress["eta_bound"]} bound | ETA '
             + (format_duration(progress['eta_s'])
                if progress['eta_s'] == progress['eta_s'] else '?'))
         last_counts, last_time = dict(counts), now

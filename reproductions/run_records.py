@@ -10,6 +10,8 @@ Every launch program writes a run record, and `reproductions.compare` and
   evaluation_episodes.csv   one row per evaluation episode (EVALUATION_COLUMNS)
   summary.json              what the program reports when it ends
   checkpoints/              learner/counter checkpoints (resume from here)
+  logs/<node>.log           each node's whole output (local_mp), appended to
+                            on resume
 
 Why the write discipline matters: runs are long and get killed (preemption,
 Ctrl-C, the stopper's SIGKILL after a grace period). A kill must never leave a
@@ -41,6 +43,7 @@ EVALUATION_FILE = 'evaluation_episodes.csv'
 METRICS_DIR = 'metrics'
 TENSORBOARD_DIR = 'tensorboard'
 CHECKPOINT_DIR = 'checkpoints'
+LOGS_DIR = 'logs'
 
 # `frames` is the episode's own length in emulator frames; `training_frames` is
 # how many frames all actors had generated when the episode started (the x-axis
@@ -124,6 +127,37 @@ def read_csv_rows(path: os.PathLike) -> List[Dict[str, str]]:
   if text and not text.endswith('\n'):
     text = text[:text.rfind('\n') + 1]
   return list(csv.DictReader(io.StringIO(text)))
+
+
+class CsvTail:
+  """The rows a growing CSV gained since the last poll, for live progress.
+
+  It reads only the new bytes. A file rewritten whole (AppendOnlyCsv widening
+  its header: a new inode) is read again from its start.
+  """
+
+  def __init__(self, path: os.PathLike):
+    self._path = pathlib.Path(path)
+    self._inode = None
+    self._offset = 0
+    self._header: Optional[List[str]] = None
+
+  def poll(self) -> List[Dict[str, Any]]:
+    try:
+      stat = os.stat(self._path)
+      if stat.st_ino != self._inode or stat.st_size < self._offset:
+        self._inode, self._offset, self._header = stat.st_ino, 0, None
+      with open(self._path, 'rb') as f:
+        f.seek(self._offset)
+        data = f.read()
+    except FileNotFoundError:
+      return []
+    data = data[:data.rfind(b'\n') + 1]  # complete rows only
+    self._offset += len(data)
+    rows = list(csv.reader(io.StringIO(data.decode())))
+    if self._header is None and rows:
+      self._header = rows.pop(0)
+    return [_typed(dict(zip(self._header, row))) for row in rows]
 
 
 class AppendOnlyCsv:
@@ -322,6 +356,10 @@ class RunRecord:
   def checkpoint_dir(self) -> pathlib.Path:
     return self.run_dir / CHECKPOINT_DIR
 
+  @property
+  def logs_dir(self) -> pathlib.Path:
+    return self.run_dir / LOGS_DIR
+
   def exists(self) -> bool:
     return (self.run_dir / CONFIG_FILE).exists()
 
@@ -361,6 +399,9 @@ class RunRecord:
   def read_metrics(self, node: str) -> List[Dict[str, Any]]:
     return [_typed(row) for row in
             read_csv_rows(self.run_dir / METRICS_DIR / f'{_safe(node)}.csv')]
+
+  def follow_evaluation_episodes(self) -> CsvTail:
+    return CsvTail(self.run_dir / EVALUATION_FILE)
 
   def read_evaluation_episodes(self) -> List[Dict[str, Any]]:
     return [_typed(row) for row in read_csv_rows(self.run_dir / EVALUATION_FILE)]

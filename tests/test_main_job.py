@@ -20,7 +20,18 @@ def test_main_job_runs_apex_on_pong_and_leaves_curve_and_scores(tmp_path):
   record = run_records.RunRecord(run_dir)
   assert record.read_config()['game'] == 'pong'
   assert record.read_config()['profile'] == 'local'
-  assert '[progress' in output  # progress was shown while it ran
+  # The console: the plan, progress while it ran, and the closing summary;
+  # no node chatter. Every node's whole output is in the run record instead.
+  assert '[apex_dqn] launching {' in output
+  assert '[progress' in output
+  assert f'node logs: {run_dir / "logs"}/' in output
+  assert '--resume' in output
+  assert 'Binding:' not in output
+  for group, count in record.read_topology()['nodes'].items():
+    if count:
+      logs = sorted((run_dir / 'logs' / group).glob('*.log'))
+      assert len(logs) == count, (group, logs)
+  assert 'Binding:' in (run_dir / 'logs' / 'learner' / '0.log').read_text()
   png = pathlib.Path(run_dir, 'apex_fig2.png')
   assert png.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n'
   scores = pathlib.Path(run_dir, 'scores.md').read_text()

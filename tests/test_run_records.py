@@ -133,3 +133,28 @@ def test_sigkill_mid_write_leaves_only_whole_files(tmp_path):
   visible = sorted(p.name for p in record.run_dir.iterdir()
                    if not p.name.startswith('.'))
   assert 'summary.json' in visible
+
+
+def test_following_the_evaluation_file_reads_each_row_once(tmp_path):
+  record = run_records.RunRecord.create('agent', {}, {'nodes': {}},
+                                        root=tmp_path, run_id='r')
+  tail = record.follow_evaluation_episodes()
+  assert tail.poll() == []
+  record.append_evaluation_episode(game='pong', score=-21, frames=10,
+                                   wall_time_s=1.0)
+  record.append_evaluation_episode(game='pong', score=-20, frames=10,
+                                   wall_time_s=2.0)
+  assert [r['score'] for r in tail.poll()] == [-21, -20]
+  assert tail.poll() == []
+  # A torn last line is not a row until its newline arrives.
+  path = record.run_dir / run_records.EVALUATION_FILE
+  with open(path, 'ab') as f:
+    f.write(b'pong,-19.0,10,3.0')
+  assert tail.poll() == []
+  with open(path, 'ab') as f:
+    f.write(b',0,0,\n')
+  assert [r['score'] for r in tail.poll()] == [-19.0]
+  # A new column rewrites the file whole: it is read again from its start.
+  record.append_evaluation_episode(game='pong', score=-18, frames=10,
+                                   wall_time_s=4.0, extra_column=1)
+  assert [r['score'] for r in tail.poll()] == [-21, -20, -19.0, -18]

@@ -84,5 +84,8 @@ def test_a_dead_learner_stops_the_program_promptly(tmp_path):
   # A failed program says so to its caller (a script, a scheduler).
   assert result['returncode'] == 1, result['output'][-3000:]
   assert 'exit 1: node exited: learner/0' in result['output']
+  log = result['record'].logs_dir / 'learner' / '0.log'
+  assert (f'[launcher] node learner/0 exited before the stop; its log: {log}'
+          in result['output'])
   # Stopped within seconds of the kill, not at the 90 s bound.
   assert time.time() - killed_at['t'] < 30, summary
