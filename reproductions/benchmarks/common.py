@@ -188,9 +188,11 @@ class CpuSampler(_NodeSampler):
 
 def program_flags(game: str, num_actors: int, actors_per_node: int,
                   minutes: float, runs_root: str, name: str) -> List[str]:
-  """The flags every program run shares: the CPU budget, no evaluator."""
+  """The flags every program run shares: the CPU budget, no evaluator and
+  no final evaluation (it plays after the run, outside what is measured)."""
   return ['--environment', f'atari/{game}', '--num_actors', str(num_actors),
           '--actors_per_node', str(actors_per_node), '--no_evaluator',
+          '--final_episodes', '0',
           '--minutes', str(minutes), '--learner_cpus', str(LEARNER_CPU),
           '--other_cpus', str(OTHER_CPU), '--report_period_s', '1',
           '--runs_root', runs_root, '--run_id', name]
