@@ -76,7 +76,10 @@ def test_a_killed_actor_does_not_stop_learning(tmp_path):
   killed = {}
   result = run_module(
       'launch_programs.apex_dqn',
-      _CATCH_ARGS + ['--minutes', '5', '--max_learner_steps', '4000',
+      # Progress rows every 2 s, so that the kill lands within the first
+      # ~200 steps, far below the bound less the 1,000 steps asserted after.
+      _CATCH_ARGS + ['--minutes', '5', '--max_learner_steps', '2000',
+                     '--report_period_s', '2',
                      '--runs_root', str(tmp_path), '--run_id', 'kill'],
       timeout_s=420,
       during=kill_node_once_learning(tmp_path / 'kill', 'actor/1', killed))
@@ -84,7 +87,7 @@ def test_a_killed_actor_does_not_stop_learning(tmp_path):
   assert result['returncode'] == 0 and not result['leftovers']
   summary = run_records.RunRecord(tmp_path / 'kill').read_summary()
   # The program ran on to its learner-step bound, stopped by its supervisor.
-  assert summary['stop_reason'] == 'learner steps reached 4000', summary
+  assert summary['stop_reason'] == 'learner steps reached 2000', summary
   assert summary['counts']['learner_steps'] > killed['learner_steps'] + 1000
   assert summary['launcher']['stop_cause'] == 'program'
   assert 'error' in summary['nodes']['actor/1']       # the dead actor

@@ -79,14 +79,14 @@ def test_a_killed_impala_actor_does_not_stop_learning(tmp_path):
   result = run_module(
       'launch_programs.impala',
       _CATCH_ARGS + ['--no_evaluator', '--minutes', '4',
-                     '--max_learner_steps', '500', '--report_period_s', '2',
+                     '--max_learner_steps', '400', '--report_period_s', '2',
                      '--runs_root', str(tmp_path), '--run_id', 'kill'],
       timeout_s=360,
       during=kill_node_once_learning(tmp_path / 'kill', 'actor/1', killed))
   assert 'learner_steps' in killed, result['output'][-3000:]
   assert result['returncode'] == 0 and not result['leftovers']
   summary = run_records.RunRecord(tmp_path / 'kill').read_summary()
-  assert summary['stop_reason'] == 'learner steps reached 500', summary
+  assert summary['stop_reason'] == 'learner steps reached 400', summary
   assert summary['counts']['learner_steps'] > killed['learner_steps'] + 200
   assert 'error' in summary['nodes']['actor/1']      # the dead actor
   assert summary['nodes']['actor/0']['steps'] > 0    # the live one went on

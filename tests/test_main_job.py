@@ -10,7 +10,10 @@ from conftest import run_module
 
 def test_main_job_runs_apex_on_pong_and_leaves_curve_and_scores(tmp_path):
   result = run_module('launch_programs.main',
-                      ['--minutes', '2', '--final_episodes', '2',
+                      # 90 s: the learner's first step comes ~55 s after
+                      # launch here (replay's minimum size first), the first
+                      # evaluation episode ~20 s after.
+                      ['--minutes', '1.5', '--final_episodes', '2',
                        '--runs_root', str(tmp_path)],
                       timeout_s=300)
   output = result['output']
